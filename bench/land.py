@@ -1,0 +1,142 @@
+"""Landing throughput: Kafka -> landed Parquet segments, against a bare consume that writes nothing.
+
+    .venv/bin/python bench/land.py                       # starts a private noida-db broker
+    .venv/bin/python bench/land.py --bootstrap host:9092 --records 500000 --size 1024
+
+Produces ``--records`` TiCDC-like JSON messages of about ``--size`` bytes over ``--partitions`` partitions, then
+measures (best of ``--repeat``) a bare confluent-kafka consume of the whole topic that only touches every
+message, and ``land_from_kafka`` of the same topic into a fresh landing directory. Prints MB/s and records/s of
+both and the ratio landing/bare; the target is >= 0.7 (exit status 1 below ``--min-ratio``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from broker_fixture import Broker, create_topic, produce  # noqa: E402
+from ticdc_lakehouse.config import ChangefeedConfig  # noqa: E402
+from ticdc_lakehouse.landing.kafka_source import consumer_config, land_from_kafka  # noqa: E402
+
+
+def message(i: int, size: int, rng: random.Random) -> tuple[bytes, bytes]:
+    """A TiCDC Open-Protocol-like key/value: compressible JSON with some entropy, about ``size`` bytes."""
+    key = json.dumps({"ts": 440000000000000000 + i, "scm": "shop", "tbl": "orders", "t": 1}).encode()
+    row = {"u": {"id": {"t": 8, "h": True, "v": i}, "note": {"t": 15, "v": ""}}}
+    filler = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz0123456789 ") for _ in range(max(0, size - 120)))
+    row["u"]["note"]["v"] = filler
+    return key, json.dumps(row).encode()
+
+
+def fill(bootstrap: str, topic: str, records: int, size: int, partitions: int) -> int:
+    rng = random.Random(7)
+    templates = [message(i, size, rng) for i in range(256)]
+    total = 0
+    chunk = 20000
+    for begin in range(0, records, chunk):
+        batch = []
+        for i in range(begin, min(records, begin + chunk)):
+            key, value = templates[i % len(templates)]
+            batch.append((key, value, [("ticdc", b"1")], i % partitions))
+            total += len(key) + len(value) + 6
+        produce(bootstrap, topic, batch, compression="lz4", linger_ms=20, batch_num_messages=10000)
+    return total
+
+
+def changefeed(bootstrap: str, topic: str) -> ChangefeedConfig:
+    return ChangefeedConfig(name=f"bench-{uuid.uuid4().hex[:6]}", protocol="open", topics=(topic,),
+                            bootstrap_servers=bootstrap, schema_registry_url="", kafka={}, schema_registry={},
+                            consumer_group="")
+
+
+def bare_consume(bootstrap: str, topic: str, partitions: int) -> tuple[float, int, int]:
+    """Read every partition to its high watermark, touching each message; returns (seconds, records, bytes)."""
+    config = consumer_config(changefeed(bootstrap, topic))
+    consumer = Consumer(config)
+    began = time.perf_counter()
+    ends = {}
+    for p in range(partitions):
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
+        if high > low:
+            ends[p] = high
+    consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+    records = size = 0
+    pending = set(ends)
+    while pending:
+        for msg in consumer.consume(num_messages=2000, timeout=0.1):
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    pending.discard(msg.partition())
+                continue
+            key, value = msg.key(), msg.value()
+            records += 1
+            size += (len(key) if key else 0) + (len(value) if value else 0)
+            msg.headers()
+            msg.timestamp()
+            if msg.offset() + 1 >= ends[msg.partition()]:
+                pending.discard(msg.partition())
+    seconds = time.perf_counter() - began
+    consumer.close()
+    return seconds, records, size
+
+
+def land_once(bootstrap: str, topic: str) -> tuple[float, int, int]:
+    root = Path(tempfile.mkdtemp(prefix="bench-landing-"))
+    try:
+        began = time.perf_counter()
+        report = land_from_kafka(changefeed(bootstrap, topic), root)
+        return time.perf_counter() - began, report.records, report.bytes
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bootstrap", help="an existing broker; default: start a private noida-db broker")
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--size", type=int, default=1024, help="approximate message size in bytes")
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--min-ratio", type=float, default=0.7)
+    args = parser.parse_args(argv)
+
+    broker = None if args.bootstrap else Broker().start()
+    bootstrap = args.bootstrap or broker.bootstrap
+    try:
+        topic = create_topic(bootstrap, f"bench-{uuid.uuid4().hex[:8]}", partitions=args.partitions)
+        began = time.perf_counter()
+        produced = fill(bootstrap, topic, args.records, args.size, args.partitions)
+        print(f"produced {args.records} records, {produced / 1e6:.1f} MB in {time.perf_counter() - began:.1f}s "
+              f"to {topic} ({args.partitions} partitions) on {bootstrap}")
+        bare, landed = [], []
+        for _ in range(args.repeat):
+            bare.append(bare_consume(bootstrap, topic, args.partitions))
+            landed.append(land_once(bootstrap, topic))
+        for name, runs in (("bare consume", bare), ("landing", landed)):
+            seconds, records, size = min(runs)
+            assert records == args.records, f"{name} read {records} records, expected {args.records}"
+            print(f"{name:>13}: {size / seconds / 1e6:8.1f} MB/s {records / seconds:10.0f} records/s "
+                  f"({seconds:.2f}s best of {len(runs)})")
+        ratio = min(bare)[0] / min(landed)[0]
+        print(f"        ratio: {ratio:.2f} (landing / bare consume throughput; target >= {args.min_ratio})")
+        return 0 if ratio >= args.min_ratio else 1
+    finally:
+        if broker is not None:
+            broker.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

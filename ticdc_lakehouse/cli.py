@@ -1,0 +1,227 @@
+"""``lakehouse``: the command line. Thin: every command calls the same library functions as the Airflow tasks."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+from ticdc_lakehouse.config import load_settings
+
+
+def _settings(args: argparse.Namespace):
+    return load_settings(args.config)
+
+
+def _progress(args: argparse.Namespace):
+    def say(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    return say
+
+
+def cmd_sql(args: argparse.Namespace) -> int:
+    from ticdc_lakehouse.output import json_lines, table_text
+    from ticdc_lakehouse.spark_session import get_spark
+    from ticdc_lakehouse.timetravel import AsOfError, as_of_sql, datetime_to_tso, parse_time
+
+    settings = _settings(args)
+    spark = get_spark(settings, "lakehouse-sql")
+    sql = args.query
+    try:
+        tso = args.as_of_tso
+        if args.as_of_time:
+            tso = datetime_to_tso(parse_time(args.as_of_time))
+        if tso is not None:
+            sql = as_of_sql(spark, settings, sql, int(tso), args.changefeed)
+    except AsOfError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    frame = spark.sql(sql)
+    columns = frame.columns
+    if args.format == "json":
+        for line in json_lines(columns, (tuple(r) for r in frame.toLocalIterator())):
+            print(line)
+    else:
+        rows = [tuple(r) for r in frame.limit(args.limit).collect()] if args.limit else [tuple(r) for r in frame.collect()]
+        print(table_text(columns, rows))
+    return 0
+
+
+def cmd_backfill(args: argparse.Namespace) -> int:
+    from ticdc_lakehouse.pipeline import backfill
+
+    settings = _settings(args)
+    result = backfill(settings, Path(args.archive), changefeed=args.changefeed, protocol=args.protocol,
+                      stop_ts=args.stop_ts, progress=_progress(args))
+    print(json.dumps(result, default=str, indent=2))
+    return 0 if result.get("ok", True) else 1
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from ticdc_lakehouse.pipeline import run_cycle
+
+    result = run_cycle(_settings(args), changefeed=args.changefeed, progress=_progress(args))
+    print(json.dumps(result, default=str, indent=2))
+    return 0 if result.get("ok", True) else 1
+
+
+def cmd_land(args: argparse.Namespace) -> int:
+    from ticdc_lakehouse.pipeline import land
+
+    result = land(_settings(args), changefeed=args.changefeed, progress=_progress(args))
+    print(json.dumps(result, default=str, indent=2))
+    return 0 if result.get("ok", True) else 1
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from ticdc_lakehouse.pipeline import merge
+
+    result = merge(_settings(args), changefeed=args.changefeed, protocol=args.protocol, stop_ts=args.stop_ts,
+                   progress=_progress(args))
+    print(json.dumps(result, default=str, indent=2))
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from ticdc_lakehouse.status import collect_status, render_status
+
+    status = collect_status(_settings(args), changefeed=args.changefeed, kafka=not args.no_kafka)
+    if args.format == "json":
+        print(json.dumps(status, default=str, indent=2))
+    else:
+        print(render_status(status))
+    return 0
+
+
+def cmd_maintain(args: argparse.Namespace) -> int:
+    from ticdc_lakehouse.maintenance import maintain
+
+    result = maintain(_settings(args), changefeed=args.changefeed, dry_run=args.dry_run, progress=_progress(args))
+    print(json.dumps(result, default=str, indent=2))
+    return 0
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    from ticdc_lakehouse.pipeline import resume_table
+
+    action = "skip" if args.skip_ddl else "retry"
+    count = resume_table(_settings(args), args.table, action, changefeed=args.changefeed)
+    if count == 0:
+        print(f"{args.table} is not halted", file=sys.stderr)
+        return 1
+    print(f"{args.table}: halt resolved ({action}); the next merge run continues it")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from ticdc_lakehouse.demo import run_demo
+
+    return run_demo(_settings(args), protocol=args.protocol, transactions=args.transactions)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from ticdc_lakehouse.spark_session import StackError, check_pyspark_version, iceberg_runtime_jar, jdbc_driver_jar
+
+    settings = _settings(args)
+    try:
+        print(f"pyspark {check_pyspark_version()}")
+        print(f"iceberg runtime {iceberg_runtime_jar()}")
+        print(f"jdbc driver {jdbc_driver_jar(settings.catalog_uri)}")
+    except StackError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(settings.masked(), indent=2, default=str))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lakehouse", description="TiCDC -> Apache Iceberg lakehouse pipeline")
+    parser.add_argument("--config", help="config file (default: $LAKEHOUSE_CONFIG or conf/lakehouse.toml)")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("sql", help="run Spark SQL against the lake (catalog 'lake' is current)")
+    p.add_argument("query")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--limit", type=int, default=0, help="table format: at most this many rows (0: all)")
+    p.add_argument("--as-of-tso", type=int, help="read every table at the greatest applied cut <= this TSO")
+    p.add_argument("--as-of-time", help="same, by upstream wall-clock time 'YYYY-MM-DD HH:MM:SS' (UTC)")
+    p.add_argument("--changefeed")
+    p.set_defaults(func=cmd_sql)
+
+    p = sub.add_parser("backfill", help="land an archived topic (Kafka log segments) and merge it")
+    p.add_argument("--archive", required=True, help="directory with <topic>-<partition>/<offset>.log files")
+    p.add_argument("--protocol", help="protocol of the archived messages (default: the changefeed's, else open)")
+    p.add_argument("--changefeed")
+    p.add_argument("--stop-ts", type=int, help="merge no further than this TSO")
+    p.set_defaults(func=cmd_backfill)
+
+    p = sub.add_parser("run", help="one scheduled cycle without Airflow: land from Kafka, then merge")
+    p.add_argument("--changefeed")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("land", help="land new Kafka records only")
+    p.add_argument("--changefeed")
+    p.set_defaults(func=cmd_land)
+
+    p = sub.add_parser("merge", help="merge what has landed, up to the global resolved ts")
+    p.add_argument("--changefeed")
+    p.add_argument("--protocol")
+    p.add_argument("--stop-ts", type=int)
+    p.set_defaults(func=cmd_merge)
+
+    p = sub.add_parser("status", help="lag, resolved ts, applied cut, halted tables, dead letters")
+    p.add_argument("--changefeed")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--no-kafka", action="store_true", help="do not ask Kafka for end offsets")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("maintain", help="compaction, delete-file rewrite, snapshot expiry, orphan cleanup")
+    p.add_argument("--changefeed")
+    p.add_argument("--dry-run", action="store_true")
+    p.set_defaults(func=cmd_maintain)
+
+    p = sub.add_parser("resume", help="resume a table halted at a DDL")
+    p.add_argument("table", help="schema.table")
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("--skip-ddl", action="store_true", help="treat the DDL as applied (you changed the table)")
+    group.add_argument("--retry", action="store_true", help="apply the DDL again on the next run")
+    p.add_argument("--changefeed")
+    p.set_defaults(func=cmd_resume)
+
+    p = sub.add_parser("demo", help="generate a TiCDC workload, backfill it, show tables and time travel")
+    p.add_argument("--protocol", default="open", choices=("open", "craft", "simple-json", "simple-avro"))
+    p.add_argument("--transactions", type=int, default=60)
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("check", help="verify the installed stack and print the (masked) configuration")
+    p.set_defaults(func=cmd_check)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # noqa: BLE001 - one clear line for the user, the traceback with -v
+        if args.verbose:
+            raise
+        from ticdc_lakehouse.config import mask_uri_password
+
+        print(f"error: {type(exc).__name__}: {mask_uri_password(str(exc))}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

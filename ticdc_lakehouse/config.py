@@ -1,0 +1,248 @@
+"""Configuration: one TOML file, embedded defaults, environment overrides.
+
+Everything local lives under ``LAKEHOUSE_HOME`` (default ``./.lakehouse``): the warehouse, the SQLite catalog, the
+landing zone and the Airflow home, so two deployments never share state and deleting one is ``rm -r``.
+
+Precedence, lowest first: embedded defaults, ``conf/lakehouse.toml`` (or the file named by ``LAKEHOUSE_CONFIG``),
+then environment variables ``LAKEHOUSE__<SECTION>__<KEY>`` (for example ``LAKEHOUSE__CATALOG__URI``) and the
+short forms listed in ``ENV_SHORTCUTS``. Secrets (passwords, SASL, registry credentials) are read from the
+environment only and are masked whenever a config is printed.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIG_FILE = PROJECT_ROOT / "conf" / "lakehouse.toml"
+
+DEFAULTS: dict[str, Any] = {
+    "catalog": {"name": "lake", "uri": "", "user": "", "password": "", "warehouse": ""},
+    "landing": {"path": ""},
+    "spark": {
+        "master": "local[*]",
+        "app_name": "ticdc-lakehouse",
+        "driver_memory": "2g",
+        "executor_memory": "2g",
+        "shuffle_partitions": 4,
+        "conf": {},
+        "submit": "in-process",  # or "spark-submit" (Airflow SparkSubmitOperator to spark.master)
+    },
+    "merge": {
+        "write_mode": "merge-on-read",  # per table override in [tables."schema.table"]
+        "bucket_count": 16,
+        "lock_timeout_seconds": 0,
+        "target_file_size_bytes": 134217728,
+    },
+    "maintenance": {"retain_cuts_days": 7, "retain_last_cuts": 10, "orphan_older_than_hours": 24},
+    "airflow": {"schedule": "*/10 * * * *", "retries": 3, "retry_delay_seconds": 60},
+    "changefeeds": {},
+    "tables": {},
+}
+
+DEFAULT_CHANGEFEED: dict[str, Any] = {
+    "protocol": "open",
+    "topics": [],
+    "bootstrap_servers": "localhost:9092",
+    "schema_registry_url": "",
+    "kafka": {},  # extra confluent-kafka consumer settings (security.protocol, sasl.mechanism, ...)
+    "schema_registry": {},  # extra SchemaRegistryClient settings
+    "consumer_group": "",
+}
+
+#: short environment variable names for the settings people change most
+ENV_SHORTCUTS: dict[str, tuple[str, ...]] = {
+    "LAKEHOUSE_CATALOG_URI": ("catalog", "uri"),
+    "LAKEHOUSE_CATALOG_USER": ("catalog", "user"),
+    "LAKEHOUSE_CATALOG_PASSWORD": ("catalog", "password"),
+    "LAKEHOUSE_WAREHOUSE": ("catalog", "warehouse"),
+    "LAKEHOUSE_LANDING": ("landing", "path"),
+    "LAKEHOUSE_SPARK_MASTER": ("spark", "master"),
+}
+
+SECRET_WORDS = ("password", "secret", "sasl", "token", "credential", "user.info", "basic.auth")
+
+
+@dataclass(frozen=True)
+class ChangefeedConfig:
+    name: str
+    protocol: str
+    topics: tuple[str, ...]
+    bootstrap_servers: str
+    schema_registry_url: str
+    kafka: Mapping[str, Any]
+    schema_registry: Mapping[str, Any]
+    consumer_group: str
+
+    @property
+    def group_id(self) -> str:
+        return self.consumer_group or f"ticdc-lakehouse-{self.name}"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The resolved configuration of one deployment."""
+
+    home: Path
+    raw: Mapping[str, Any]
+    source_file: Optional[Path] = None
+    changefeeds: Mapping[str, ChangefeedConfig] = field(default_factory=dict)
+
+    @property
+    def catalog_name(self) -> str:
+        return self.raw["catalog"]["name"]
+
+    @property
+    def catalog_uri(self) -> str:
+        return self.raw["catalog"]["uri"] or f"jdbc:sqlite:{self.home / 'catalog.db'}"
+
+    @property
+    def catalog_user(self) -> str:
+        return self.raw["catalog"]["user"]
+
+    @property
+    def catalog_password(self) -> str:
+        return self.raw["catalog"]["password"]
+
+    @property
+    def warehouse(self) -> str:
+        return self.raw["catalog"]["warehouse"] or str(self.home / "warehouse")
+
+    @property
+    def landing_path(self) -> Path:
+        return Path(self.raw["landing"]["path"] or self.home / "landing")
+
+    @property
+    def spark(self) -> Mapping[str, Any]:
+        return self.raw["spark"]
+
+    @property
+    def merge(self) -> Mapping[str, Any]:
+        return self.raw["merge"]
+
+    def table_option(self, schema: str, table: str, key: str, default: Any = None) -> Any:
+        """A per-table setting from ``[tables."schema.table"]``, else ``[merge]``, else ``default``."""
+        per_table = self.raw.get("tables", {}).get(f"{schema}.{table}", {})
+        if key in per_table:
+            return per_table[key]
+        return self.raw["merge"].get(key, default)
+
+    def changefeed(self, name: Optional[str] = None) -> ChangefeedConfig:
+        """The named changefeed, or the only/first one; ``default`` (Open Protocol) when none is configured."""
+        if name is None:
+            if self.changefeeds:
+                return next(iter(self.changefeeds.values()))
+            name = "default"
+        if name in self.changefeeds:
+            return self.changefeeds[name]
+        return _changefeed(name, {})
+
+    def masked(self) -> dict[str, Any]:
+        """The raw config with every secret replaced by ``***``: safe to print or log."""
+        return mask_secrets(self.raw)
+
+
+def _deep_merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
+            _deep_merge(base[key], value)
+        else:
+            base[key] = copy.deepcopy(value)
+    return base
+
+
+def _coerce(text: str, like: Any) -> Any:
+    if isinstance(like, bool):
+        return text.strip().lower() in ("1", "true", "yes", "on")
+    if isinstance(like, int):
+        return int(text)
+    if isinstance(like, (list, tuple)):
+        return [item.strip() for item in text.split(",") if item.strip()]
+    return text
+
+
+def _apply_env(raw: dict[str, Any], env: Mapping[str, str]) -> None:
+    for var, path in ENV_SHORTCUTS.items():
+        if env.get(var):
+            raw[path[0]][path[1]] = env[var]
+    for var, text in env.items():
+        if not var.startswith("LAKEHOUSE__"):
+            continue
+        path = [part.lower() for part in var[len("LAKEHOUSE__"):].split("__") if part]
+        if not path:
+            continue
+        node = raw
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = _coerce(text, node.get(path[-1], ""))
+
+
+def _changefeed(name: str, values: Mapping[str, Any]) -> ChangefeedConfig:
+    merged = _deep_merge(copy.deepcopy(DEFAULT_CHANGEFEED), values)
+    topics = merged["topics"] or [f"ticdc-{name}"]
+    if isinstance(topics, str):
+        topics = [t.strip() for t in topics.split(",") if t.strip()]
+    return ChangefeedConfig(
+        name=name,
+        protocol=merged["protocol"],
+        topics=tuple(topics),
+        bootstrap_servers=merged["bootstrap_servers"],
+        schema_registry_url=merged["schema_registry_url"],
+        kafka=dict(merged["kafka"]),
+        schema_registry=dict(merged["schema_registry"]),
+        consumer_group=merged["consumer_group"],
+    )
+
+
+def load_settings(config_file: Optional[str | Path] = None, env: Optional[Mapping[str, str]] = None) -> Settings:
+    """Resolve the deployment's settings from defaults, the config file and the environment."""
+    env = os.environ if env is None else env
+    home = Path(env.get("LAKEHOUSE_HOME") or "./.lakehouse").expanduser().resolve()
+    raw = copy.deepcopy(DEFAULTS)
+    path = Path(config_file or env.get("LAKEHOUSE_CONFIG") or DEFAULT_CONFIG_FILE)
+    source: Optional[Path] = None
+    if path.is_file():
+        with path.open("rb") as handle:
+            _deep_merge(raw, tomllib.load(handle))
+        source = path
+    elif config_file or env.get("LAKEHOUSE_CONFIG"):
+        raise FileNotFoundError(f"config file {path} does not exist")
+    _apply_env(raw, env)
+    changefeeds = {name: _changefeed(name, values) for name, values in raw.get("changefeeds", {}).items()}
+    return Settings(home=home, raw=raw, source_file=source, changefeeds=changefeeds)
+
+
+def is_secret_key(key: str) -> bool:
+    lowered = key.lower()
+    return any(word in lowered for word in SECRET_WORDS)
+
+
+def mask_secrets(value: Any, key: str = "") -> Any:
+    """Replace every secret-looking value (by key name, or a password inside a URI) with ``***``."""
+    if isinstance(value, Mapping):
+        return {k: mask_secrets(v, str(k)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [mask_secrets(v, key) for v in value]
+    if key and is_secret_key(key) and value not in ("", None):
+        return "***"
+    if isinstance(value, str):
+        return mask_uri_password(value)
+    return value
+
+
+def mask_uri_password(text: str) -> str:
+    """``postgresql://u:pw@h/db`` -> ``postgresql://u:***@h/db``; also ``password=...`` query parameters."""
+    import re
+
+    text = re.sub(r"(://[^:/@\s]+:)[^@\s]+(@)", r"\1***\2", text)
+    return re.sub(r"((?:password|secret)=)[^&;\s]+", r"\1***", text, flags=re.IGNORECASE)

@@ -1,0 +1,480 @@
+"""TiCDC Simple protocol decoders: ``simple-json`` and ``simple-avro``.
+
+One Kafka message holds one event: WATERMARK (resolved ts), BOOTSTRAP (a table schema, re-sent periodically),
+a DDL (with the table schema after and before it) or a DML row. DML rows carry no types, only ``schemaVersion``;
+the decoder caches every schema it sees keyed by (database, table, version) and types rows from that cache.
+
+A row whose schema is not cached yet (a consumer that starts mid-stream, before the next BOOTSTRAP) is **not**
+held back or dropped: it is emitted with empty ``column_types``/``key_columns`` and its ``schema_version`` set, so
+the merge engine can type it from the table (see ``row_column_types`` for the descriptors to use). Its values are
+still canonical strings except ENUM/SET, which Simple always sends as index/bitmask (bare ``enum``/``set``).
+
+Value forms on the wire (tiflow ``pkg/sink/codec/simple``):
+
+* JSON: every value is a string (binary types base64, BIT an integer, ENUM/SET index/bitmask, FLOAT/DOUBLE Go
+  ``'f'`` format) except TIMESTAMP, an object ``{"location", "value"}``.
+* Avro: a union of null, long, float, double, string, bytes, ``Timestamp`` and ``UnsignedBigint`` (the uint64
+  bits stored in a long).
+
+``handleKeyOnly`` and ``claimCheckLocation`` messages need the upstream TiDB or the claim-check storage to be
+completed; the lakehouse has neither, so they are decode errors (dead-letter), never partial rows.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import orjson
+
+from ticdc_lakehouse.decode import DecoderOptions
+from ticdc_lakehouse.decode._ddl_kind import CREATE_TABLE, classify_query, schema_of_schema_ddl
+from ticdc_lakehouse.decode._type_text import (
+    UINT64_MASK,
+    base_type,
+    build_descriptor,
+    dml_column_types,
+    float32_text,
+    is_float32_exact,
+)
+from ticdc_lakehouse.model import (
+    DELETE,
+    INSERT,
+    UPDATE,
+    ColumnSchema,
+    DDLEvent,
+    DecodeError,
+    Event,
+    Message,
+    Position,
+    ResolvedEvent,
+    RowChange,
+    TableSchema,
+)
+from ticdc_lakehouse.values import from_bytes
+
+SCHEMA_FILE = Path(__file__).with_name("simple_message.avsc")
+
+#: union branch index of ``com.pingcap.simple.avro.Message`` in the top-level union, zigzag-encoded
+AVRO_MESSAGE_BRANCH_BYTE = 0x16
+
+DML_OPS = {"INSERT": INSERT, "UPDATE": UPDATE, "DELETE": DELETE}
+DDL_TYPES = frozenset({"CREATE", "RENAME", "CINDEX", "DINDEX", "ERASE", "TRUNCATE", "ALTER", "QUERY"})
+
+#: how many table schemas one decoder remembers (BOOTSTRAP re-sends them, so forgetting old ones is safe)
+MAX_CACHED_SCHEMAS = 4096
+
+Converter = Callable[[Any], Optional[str]]
+
+
+def row_column_types(table: TableSchema) -> dict[str, str]:
+    """Descriptors for Simple rows of ``table``: its own, except ENUM/SET are bare (the wire value is the index)."""
+    return dml_column_types(table)
+
+
+@dataclass(frozen=True, slots=True)
+class _CachedSchema:
+    table: TableSchema
+    types: dict[str, str]
+    fixes: dict[str, Converter]  # per-column conversions that depend on the column type
+
+
+class _SimpleDecoder:
+    """The message-kind logic shared by the JSON and Avro variants; subclasses only parse bytes and values."""
+
+    name = "simple"
+    _schema_key = "schema"  # TableSchema's database field: "schema" in JSON, "database" in Avro
+
+    def __init__(self, options: Optional[DecoderOptions] = None) -> None:
+        self.options = options or DecoderOptions()
+        self._schemas: dict[tuple[str, str, int], _CachedSchema] = {}
+
+    # --- subclass hooks --------------------------------------------------------------------------------------
+    def _parse(self, value: bytes) -> tuple[str, dict[str, Any]]:
+        """Return (message kind, fields): kind is WATERMARK, BOOTSTRAP, DDL or DML."""
+        raise NotImplementedError
+
+    def _convert_row(self, raw: Any, fixes: Optional[dict[str, Converter]]) -> dict[str, Optional[str]]:
+        raise NotImplementedError
+
+    def _fixes_for(self, table: TableSchema) -> dict[str, Converter]:
+        raise NotImplementedError
+
+    # --- decoding --------------------------------------------------------------------------------------------
+    def decode(self, message: Message) -> list[Event]:
+        value = message.value
+        if not value:
+            raise DecodeError(f"{self.name}: empty message value")
+        kind, fields = self._parse(value)
+        position = message.position()
+        try:
+            if kind == "DML":
+                return [self._row(fields, position)]
+            if kind == "WATERMARK":
+                return [ResolvedEvent(ts=_uint64(fields["commitTs"], "commitTs"), position=position)]
+            if kind == "BOOTSTRAP":
+                return [self._bootstrap(fields, position)]
+            return [self._ddl(fields, position)]
+        except DecodeError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise DecodeError(f"{self.name}: malformed {kind} message: {type(exc).__name__}: {exc}") from exc
+
+    def _row(self, msg: dict[str, Any], position: Position) -> RowChange:
+        get = msg.get
+        if get("claimCheckLocation"):
+            raise DecodeError(
+                f"{self.name}: claim-check message (the row is in external storage at "
+                f"{msg['claimCheckLocation']!r}); claim-check is not supported, disable large-message-handle"
+            )
+        if get("handleKeyOnly"):
+            raise DecodeError(
+                f"{self.name}: handle-key-only message (only the key columns were sent because the row was too "
+                "large); completing it needs the upstream TiDB, which the lakehouse does not query"
+            )
+        op = DML_OPS.get(get("type"))  # type: ignore[arg-type]
+        if op is None:
+            raise DecodeError(f"{self.name}: unknown DML type {get('type')!r}")
+        schema, table = get("database"), get("table")
+        if type(schema) is not str or type(table) is not str:
+            raise DecodeError(f"{self.name}: DML without database/table names")
+        version = get("schemaVersion") or 0
+        commit_ts = get("commitTs")
+        if type(version) is not int or version < 0 or type(commit_ts) is not int or commit_ts < 0:
+            raise DecodeError(f"{self.name}: commitTs/schemaVersion must be non-negative integers")
+        cached = self._schemas.get((schema, table, version))
+        fixes = cached.fixes if cached is not None else None
+        data, old = get("data"), get("old")
+        after = self._convert_row(data, fixes) if data is not None else None
+        before = self._convert_row(old, fixes) if old is not None else None
+        if op == DELETE:
+            if before is None:
+                raise DecodeError(f"{self.name}: DELETE without 'old'")
+            after = None
+        elif after is None:
+            raise DecodeError(f"{self.name}: {msg['type']} without 'data'")
+        elif op == INSERT:
+            before = None
+        column_types: dict[str, str] = {}
+        key_columns: tuple[str, ...] = ()
+        if cached is not None:
+            column_types = _row_types(cached.types, after, before)
+            if column_types:
+                key_columns = cached.table.primary_key
+        return RowChange(  # positional: measurably faster than keywords for this slotted dataclass
+            schema,
+            table,
+            commit_ts,
+            op,
+            after,
+            before,
+            key_columns,
+            column_types,
+            position,
+            get("tableID"),
+            version,
+        )
+
+    def _bootstrap(self, msg: dict[str, Any], position: Position) -> DDLEvent:
+        table = self._table_schema(msg.get("tableSchema"))
+        if table is None:
+            raise DecodeError(f"{self.name}: BOOTSTRAP without tableSchema")
+        return DDLEvent(
+            schema=table.schema,
+            table=table.table,
+            commit_ts=_uint64(msg.get("commitTs") or 0, "commitTs"),
+            query="",
+            ddl_type=CREATE_TABLE,
+            position=position,
+            table_schema=table,
+            is_bootstrap=True,
+        )
+
+    def _ddl(self, msg: dict[str, Any], position: Position) -> DDLEvent:
+        ddl_type_name = msg.get("type")
+        if ddl_type_name not in DDL_TYPES:
+            raise DecodeError(f"{self.name}: unknown message type {ddl_type_name!r}")
+        query = msg.get("sql") or ""
+        if not isinstance(query, str):
+            raise DecodeError(f"{self.name}: DDL 'sql' is not a string")
+        table = self._table_schema(msg.get("tableSchema"))
+        pre_table = self._table_schema(msg.get("preTableSchema"))
+        reference = table or pre_table
+        if reference is not None:
+            schema, table_name = reference.schema, reference.table
+        else:  # CREATE/DROP DATABASE carry no table schema
+            schema, table_name = schema_of_schema_ddl(query) or "", ""
+        return DDLEvent(
+            schema=schema,
+            table=table_name,
+            commit_ts=_uint64(msg["commitTs"], "commitTs"),
+            query=query,
+            ddl_type=classify_query(query, hint=ddl_type_name),
+            position=position,
+            table_schema=table,
+            pre_table_schema=pre_table,
+        )
+
+    # --- table schemas ---------------------------------------------------------------------------------------
+    def _table_schema(self, raw: Any) -> Optional[TableSchema]:
+        """Build (and cache) a ``TableSchema`` from a Simple ``TableSchema`` object."""
+        if raw is None:
+            return None
+        if not isinstance(raw, dict):
+            raise DecodeError(f"{self.name}: tableSchema is not an object")
+        columns = tuple(_column_schema(column) for column in raw["columns"])
+        version = _uint64(raw.get("version") or 0, "tableSchema.version")
+        table = TableSchema(
+            schema=raw[self._schema_key],
+            table=raw["table"],
+            columns=columns,
+            primary_key=_primary_key(raw.get("indexes") or ()),
+            version=version,
+        )
+        if not isinstance(table.schema, str) or not isinstance(table.table, str):
+            raise DecodeError(f"{self.name}: tableSchema without database/table names")
+        self._remember(table)
+        return table
+
+    def _remember(self, table: TableSchema) -> None:
+        key = (table.schema, table.table, table.version or 0)
+        if key in self._schemas:
+            return
+        if len(self._schemas) >= MAX_CACHED_SCHEMAS:
+            del self._schemas[next(iter(self._schemas))]
+        self._schemas[key] = _CachedSchema(table=table, types=row_column_types(table), fixes=self._fixes_for(table))
+
+    def cached_schema(self, schema: str, table: str, version: int) -> Optional[TableSchema]:
+        """The table schema this decoder has seen for (schema, table, version), if any."""
+        cached = self._schemas.get((schema, table, version))
+        return cached.table if cached else None
+
+
+class SimpleJsonDecoder(_SimpleDecoder):
+    """``simple-json``: one JSON document per message."""
+
+    name = "simple-json"
+    _schema_key = "schema"
+
+    def _parse(self, value: bytes) -> tuple[str, dict[str, Any]]:
+        try:
+            msg = orjson.loads(value)
+        except orjson.JSONDecodeError as exc:
+            raise DecodeError(f"{self.name}: invalid JSON: {exc}") from exc
+        if not isinstance(msg, dict):
+            raise DecodeError(f"{self.name}: message is not a JSON object")
+        if msg.get("data") is not None or msg.get("old") is not None:
+            return "DML", msg
+        kind = msg.get("type")
+        if kind in ("WATERMARK", "BOOTSTRAP"):
+            return kind, msg
+        if kind in DDL_TYPES:
+            return "DDL", msg
+        if kind in DML_OPS:
+            raise DecodeError(f"{self.name}: {kind} message without 'data' or 'old'")
+        raise DecodeError(f"{self.name}: unknown message type {kind!r}")
+
+    def _convert_row(self, raw: Any, fixes: Optional[dict[str, Converter]]) -> dict[str, Optional[str]]:
+        """Canonical values, in place in the parsed dict (rows are mostly strings already: no copy needed)."""
+        if type(raw) is not dict:
+            raise DecodeError(f"{self.name}: row data is not an object")
+        _apply_fixes(raw, fixes)
+        for name, value in raw.items():
+            if value is not None and type(value) is not str:
+                raw[name] = _json_value(value)
+        return raw
+
+    def _fixes_for(self, table: TableSchema) -> dict[str, Converter]:
+        fixes: dict[str, Converter] = {}
+        for column in table.columns:
+            if base_type(column.mysql_type) in ("float", "double"):
+                fixes[column.name] = _json_float
+        return fixes
+
+
+class SimpleAvroDecoder(_SimpleDecoder):
+    """``simple-avro``: schemaless Avro of the official ``message.json`` schema, no framing."""
+
+    name = "simple-avro"
+    _schema_key = "database"
+
+    def __init__(self, options: Optional[DecoderOptions] = None) -> None:
+        super().__init__(options)
+        self._parsed_schema: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_parsed_schema"] = None  # re-parsed lazily on the executor
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    def _schema(self) -> Any:
+        if self._parsed_schema is None:
+            import fastavro
+
+            self._parsed_schema = fastavro.parse_schema(orjson.loads(SCHEMA_FILE.read_bytes()))
+        return self._parsed_schema
+
+    def _parse(self, value: bytes) -> tuple[str, dict[str, Any]]:
+        if value[0] != AVRO_MESSAGE_BRANCH_BYTE:
+            raise DecodeError(
+                f"{self.name}: first byte 0x{value[0]:02x} is not the Message union branch (0x16); "
+                "is this really a Simple Avro message?"
+            )
+        import fastavro
+
+        stream = io.BytesIO(value)
+        try:
+            record = fastavro.schemaless_reader(stream, self._schema())
+        except Exception as exc:  # noqa: BLE001 - fastavro raises many types on bad bytes
+            raise DecodeError(f"{self.name}: invalid Avro body: {type(exc).__name__}: {exc}") from exc
+        if stream.tell() != len(value):
+            raise DecodeError(f"{self.name}: {len(value) - stream.tell()} trailing bytes after the Avro message")
+        if not isinstance(record, dict) or not isinstance(record.get("payload"), dict):
+            raise DecodeError(f"{self.name}: Avro message has no payload")
+        return record["type"], record["payload"]
+
+    def _convert_row(self, raw: Any, fixes: Optional[dict[str, Converter]]) -> dict[str, Optional[str]]:
+        """Canonical values, in place in the map fastavro returned; typed fixes first (they need the raw type)."""
+        _apply_fixes(raw, fixes)
+        for name, value in raw.items():
+            if value is not None and type(value) is not str:
+                raw[name] = _avro_value(value)
+        return raw
+
+    def _fixes_for(self, table: TableSchema) -> dict[str, Converter]:
+        fixes: dict[str, Converter] = {}
+        for column in table.columns:
+            kind = base_type(column.mysql_type)
+            if kind == "float":
+                fixes[column.name] = _avro_float32
+            elif kind == "double":
+                fixes[column.name] = _avro_double
+            elif kind in ("bit", "set"):
+                fixes[column.name] = _avro_unsigned
+        return fixes
+
+
+# --- value conversion -----------------------------------------------------------------------------------------
+
+
+def _apply_fixes(raw: dict[str, Any], fixes: Optional[dict[str, Converter]]) -> None:
+    """Type-specific conversions of the columns that need them (FLOAT/DOUBLE, BIT/SET in Avro)."""
+    if fixes:
+        for name, fix in fixes.items():
+            value = raw.get(name)
+            if value is not None:
+                raw[name] = fix(value)
+
+
+def _row_types(
+    types: dict[str, str], after: Optional[dict[str, Any]], before: Optional[dict[str, Any]]
+) -> dict[str, str]:
+    """Descriptors of the columns present; empty when the cached schema does not know one of them."""
+    image = after if after is not None else before
+    assert image is not None
+    if image.keys() == types.keys() and (before is None or before is image or before.keys() == types.keys()):
+        return dict(types)  # the common case: every column present
+    names = set(image) | set(before or ())
+    if not names.issubset(types):
+        return {}
+    return {name: types[name] for name in image} | {name: types[name] for name in names if name not in image}
+
+
+def _json_value(value: Any) -> str:
+    """A non-string JSON column value: TIMESTAMP objects, and numbers should an encoder ever send them."""
+    if isinstance(value, dict):
+        inner = value.get("value")
+        if not isinstance(inner, str):
+            raise DecodeError(f"simple-json: TIMESTAMP object without a string 'value': {value!r}")
+        return inner
+    if value is True or value is False:
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)
+    raise DecodeError(f"simple-json: unexpected column value {value!r}")
+
+
+def _json_float(value: Any) -> str:
+    """FLOAT/DOUBLE arrive in Go ``'f'`` format ("95", "100000000000000000000"); canonical is Python ``repr``."""
+    if type(value) is str:
+        try:
+            return repr(float(value))
+        except ValueError:
+            raise DecodeError(f"simple-json: invalid float value {value!r}") from None
+    return _json_value(value)
+
+
+def _avro_value(value: Any) -> str:
+    """A typed Avro union value whose column type is not known (or needs no type-specific handling)."""
+    kind = type(value)
+    if kind is int:
+        return str(value)
+    if kind is bytes:
+        return from_bytes(value)
+    if kind is float:
+        return float32_text(value) if is_float32_exact(value) else repr(value)
+    if kind is dict:
+        if "location" in value:  # Timestamp {location, value}
+            return value["value"]
+        return str(value["value"] & UINT64_MASK)  # UnsignedBigint: uint64 bits in a long
+    if kind is str:
+        return value
+    raise DecodeError(f"simple-avro: unexpected column value {value!r}")
+
+
+def _avro_float32(value: Any) -> str:
+    return float32_text(value) if type(value) is float else _avro_value(value)
+
+
+def _avro_double(value: Any) -> str:
+    return repr(value) if type(value) is float else _avro_value(value)
+
+
+def _avro_unsigned(value: Any) -> str:
+    """BIT and SET are uint64 sent as long: undo the wrap of values above 2^63-1."""
+    return str(value & UINT64_MASK) if type(value) is int else _avro_value(value)
+
+
+# --- table schema parts ---------------------------------------------------------------------------------------
+
+
+def _column_schema(raw: dict[str, Any]) -> ColumnSchema:
+    data_type = raw["dataType"]
+    descriptor = build_descriptor(
+        data_type["mysqlType"],
+        length=data_type.get("length"),
+        scale=data_type.get("decimal"),
+        unsigned=bool(data_type.get("unsigned")),
+        elements=data_type.get("elements"),
+    )
+    default = raw.get("default")
+    if default is not None and not isinstance(default, str):
+        default = _json_value(default)
+    name = raw["name"]
+    if not isinstance(name, str):
+        raise DecodeError("simple: column name is not a string")
+    return ColumnSchema(name=name, mysql_type=descriptor, nullable=bool(raw.get("nullable", True)), default=default)
+
+
+def _primary_key(indexes: Any) -> tuple[str, ...]:
+    """The primary key, else the first unique index on NOT NULL columns (TiCDC's handle key), else none."""
+    fallback: tuple[str, ...] = ()
+    for index in indexes:
+        if index.get("primary"):
+            return tuple(index["columns"])
+        if not fallback and index.get("unique") and not index.get("nullable"):
+            fallback = tuple(index["columns"])
+    return fallback
+
+
+def _uint64(value: Any, field: str) -> int:
+    if type(value) is not int or value < 0:
+        raise DecodeError(f"simple: {field} must be a non-negative integer, got {value!r}")
+    return value

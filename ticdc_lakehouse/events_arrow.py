@@ -1,0 +1,135 @@
+"""The decoded-event stream as one fixed Arrow/Spark schema.
+
+Decoding runs in Spark executors (``mapInArrow``) and must emit one schema whatever the upstream tables look like,
+so row values are a ``map<string,string>`` of canonical strings (see ``ticdc_lakehouse.values``) and are typed later,
+per table, by the target Iceberg column types. DDL, resolved and failure events share the same record.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import asdict
+from typing import Iterable, Optional
+
+import pyarrow as pa
+
+from ticdc_lakehouse.model import DDLEvent, DecodeFailure, Event, ResolvedEvent, RowChange, TableSchema
+
+KIND_ROW = "row"
+KIND_DDL = "ddl"
+KIND_RESOLVED = "resolved"
+KIND_ERROR = "error"
+
+_STR_MAP = pa.map_(pa.string(), pa.string())
+
+EVENT_ARROW_SCHEMA = pa.schema(
+    [
+        ("kind", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("seq", pa.int32()),
+        ("commit_ts", pa.int64()),
+        ("schema_name", pa.string()),
+        ("table_name", pa.string()),
+        ("op", pa.string()),
+        ("after", _STR_MAP),
+        ("before", _STR_MAP),
+        ("column_types", _STR_MAP),
+        ("key_columns", pa.list_(pa.string())),
+        ("schema_version", pa.int64()),
+        ("ddl_query", pa.string()),
+        ("ddl_type", pa.string()),
+        ("table_schema", pa.string()),
+        ("is_bootstrap", pa.bool_()),
+        ("error", pa.string()),
+        ("raw_key", pa.string()),
+        ("raw_value", pa.string()),
+    ]
+)
+
+#: the same schema as a Spark DDL string, for ``mapInArrow``
+EVENT_SPARK_SCHEMA = (
+    "kind string, topic string, partition int, offset bigint, seq int, commit_ts bigint, schema_name string, "
+    "table_name string, op string, after map<string,string>, before map<string,string>, "
+    "column_types map<string,string>, key_columns array<string>, schema_version bigint, ddl_query string, "
+    "ddl_type string, table_schema string, is_bootstrap boolean, error string, raw_key string, raw_value string"
+)
+
+_FIELDS = EVENT_ARROW_SCHEMA.names
+#: cap on raw bytes copied into a failure record: enough to diagnose, never a multi-MiB blob per row
+RAW_PREVIEW_BYTES = 65536
+
+
+def table_schema_to_json(schema: Optional[TableSchema]) -> Optional[str]:
+    if schema is None:
+        return None
+    return json.dumps(asdict(schema), ensure_ascii=False)
+
+
+def table_schema_from_json(text: Optional[str]) -> Optional[TableSchema]:
+    from ticdc_lakehouse.model import ColumnSchema
+
+    if not text:
+        return None
+    data = json.loads(text)
+    columns = tuple(ColumnSchema(**column) for column in data["columns"])
+    return TableSchema(
+        schema=data["schema"],
+        table=data["table"],
+        columns=columns,
+        primary_key=tuple(data.get("primary_key") or ()),
+        version=data.get("version"),
+    )
+
+
+def _preview(raw: Optional[bytes]) -> Optional[str]:
+    if raw is None:
+        return None
+    return base64.b64encode(raw[:RAW_PREVIEW_BYTES]).decode("ascii")
+
+
+def event_to_row(event: Event) -> dict:
+    """One event as a dict with every field of ``EVENT_ARROW_SCHEMA`` (absent fields None)."""
+    pos = event.position
+    row = dict.fromkeys(_FIELDS)
+    row.update(topic=pos.topic, partition=pos.partition, offset=pos.offset, seq=pos.seq)
+    if isinstance(event, RowChange):
+        row.update(
+            kind=KIND_ROW,
+            commit_ts=event.commit_ts,
+            schema_name=event.schema,
+            table_name=event.table,
+            op=event.op,
+            after=list(event.after.items()) if event.after is not None else None,
+            before=list(event.before.items()) if event.before is not None else None,
+            column_types=list(event.column_types.items()),
+            key_columns=list(event.key_columns),
+            schema_version=event.schema_version,
+        )
+    elif isinstance(event, ResolvedEvent):
+        row.update(kind=KIND_RESOLVED, commit_ts=event.ts)
+    elif isinstance(event, DDLEvent):
+        row.update(
+            kind=KIND_DDL,
+            commit_ts=event.commit_ts,
+            schema_name=event.schema,
+            table_name=event.table,
+            ddl_query=event.query,
+            ddl_type=event.ddl_type,
+            table_schema=table_schema_to_json(event.table_schema),
+            is_bootstrap=event.is_bootstrap,
+            schema_version=event.table_schema.version if event.table_schema else None,
+        )
+    elif isinstance(event, DecodeFailure):
+        row.update(kind=KIND_ERROR, error=event.reason, raw_key=_preview(event.key), raw_value=_preview(event.value))
+    else:  # pragma: no cover - the model is closed
+        raise TypeError(f"not an event: {event!r}")
+    return row
+
+
+def events_to_batch(events: Iterable[Event]) -> pa.RecordBatch:
+    rows = [event_to_row(event) for event in events]
+    columns = {name: [row[name] for row in rows] for name in _FIELDS}
+    return pa.RecordBatch.from_pydict(columns, schema=EVENT_ARROW_SCHEMA)

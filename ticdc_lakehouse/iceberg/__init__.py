@@ -1,0 +1,1 @@
+"""Iceberg-side operations: table metadata through Iceberg's Java API (atomic transactions), data through Spark."""

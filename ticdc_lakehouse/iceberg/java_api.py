@@ -1,0 +1,164 @@
+"""Iceberg's Java API reached through the Spark session's py4j gateway.
+
+Why not SQL: a DDL must change the schema *and* record the commit ts it reached in one atomic commit, so a crash
+between the two can never make a rerun apply the DDL twice or skip it. Iceberg transactions do exactly that
+(``updateSchema`` + an empty append snapshot carrying ``tidb.resolved-ts``), and the empty snapshot also pins the
+new schema for time travel. Spark SQL cannot express either.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable, Mapping, Optional
+
+RESOLVED_TS_PROPERTY = "tidb.resolved-ts"
+
+_DECIMAL = re.compile(r"decimal\((\d+),\s*(\d+)\)")
+
+
+class JavaIceberg:
+    """Thin typed wrapper over the JVM objects of one Spark session's Iceberg catalog."""
+
+    def __init__(self, spark, catalog_name: str) -> None:
+        self.spark = spark
+        self.jvm = spark._jvm
+        self.gateway = spark.sparkContext._gateway
+        self.catalog = spark._jsparkSession.sessionState().catalogManager().catalog(catalog_name).icebergCatalog()
+        self.types = self.jvm.org.apache.iceberg.types.Types
+
+    # -- identifiers -------------------------------------------------------------------------------------
+    def namespace(self, name: str):
+        names = self.gateway.new_array(self.jvm.java.lang.String, 1)
+        names[0] = name
+        return self.jvm.org.apache.iceberg.catalog.Namespace.of(names)
+
+    def identifier(self, namespace: str, table: str):
+        return self.jvm.org.apache.iceberg.catalog.TableIdentifier.of(self.namespace(namespace), table)
+
+    # -- types -------------------------------------------------------------------------------------------
+    def type_of(self, spark_type: str):
+        """Java Iceberg primitive type for a Spark SQL type name produced by ``mysql_types.iceberg_type``."""
+        t = self.types
+        name = spark_type.strip().lower()
+        simple = {
+            "int": t.IntegerType.get,
+            "integer": t.IntegerType.get,
+            "bigint": t.LongType.get,
+            "long": t.LongType.get,
+            "float": t.FloatType.get,
+            "double": t.DoubleType.get,
+            "string": t.StringType.get,
+            "binary": t.BinaryType.get,
+            "boolean": t.BooleanType.get,
+            "date": t.DateType.get,
+            "timestamp_ntz": t.TimestampType.withoutZone,
+            "timestamp": t.TimestampType.withZone,
+        }
+        if name in simple:
+            return simple[name]()
+        match = _DECIMAL.fullmatch(name)
+        if match:
+            return t.DecimalType.of(int(match.group(1)), int(match.group(2)))
+        raise ValueError(f"no Iceberg type for Spark type {spark_type!r}")
+
+    # -- catalog -----------------------------------------------------------------------------------------
+    def namespace_exists(self, name: str) -> bool:
+        return bool(self.catalog.namespaceExists(self.namespace(name)))
+
+    def create_namespace(self, name: str) -> None:
+        if not self.namespace_exists(name):
+            self.catalog.createNamespace(self.namespace(name))
+
+    def list_tables(self, namespace: str) -> list[str]:
+        if not self.namespace_exists(namespace):
+            return []
+        return [ident.name() for ident in self.catalog.listTables(self.namespace(namespace))]
+
+    def list_namespaces(self) -> list[str]:
+        return [str(ns.level(0)) for ns in self.catalog.listNamespaces()]
+
+    def table_exists(self, namespace: str, table: str) -> bool:
+        return bool(self.catalog.tableExists(self.identifier(namespace, table)))
+
+    def load(self, namespace: str, table: str):
+        return self.catalog.loadTable(self.identifier(namespace, table))
+
+    def drop_table(self, namespace: str, table: str) -> bool:
+        return bool(self.catalog.dropTable(self.identifier(namespace, table), False))
+
+    def rename_table(self, namespace: str, table: str, new_namespace: str, new_table: str) -> None:
+        self.catalog.renameTable(self.identifier(namespace, table), self.identifier(new_namespace, new_table))
+
+    def drop_namespace(self, name: str) -> bool:
+        if not self.namespace_exists(name):
+            return False
+        return bool(self.catalog.dropNamespace(self.namespace(name)))
+
+    # -- schemas -----------------------------------------------------------------------------------------
+    def build_schema(self, columns: Iterable[tuple[str, str, bool, Optional[str]]], identifier: Iterable[str]):
+        """``columns``: (name, spark type, required, doc). Field ids are assigned in order from 1."""
+        fields = self.jvm.java.util.ArrayList()
+        ids: dict[str, int] = {}
+        for index, (name, spark_type, required, doc) in enumerate(columns, start=1):
+            nested = self.types.NestedField
+            factory = nested.required if required else nested.optional
+            fields.add(factory(index, name, self.type_of(spark_type), doc))
+            ids[name.lower()] = index
+        id_set = self.jvm.java.util.HashSet()
+        for name in identifier:
+            id_set.add(self.jvm.java.lang.Integer(ids[name.lower()]))
+        return self.jvm.org.apache.iceberg.Schema(fields, id_set)
+
+    def bucket_spec(self, schema, column: Optional[str], buckets: int):
+        builder = self.jvm.org.apache.iceberg.PartitionSpec.builderFor(schema)
+        if column:
+            builder = builder.bucket(column, buckets)
+        return builder.build()
+
+    def string_map(self, values: Mapping[str, Any]):
+        result = self.jvm.java.util.HashMap()
+        for key, value in values.items():
+            result.put(str(key), str(value))
+        return result
+
+    def create_table(self, namespace: str, table: str, schema, spec, properties: Mapping[str, str],
+                     summary: Mapping[str, str]) -> None:
+        """Create the table and its first (empty) snapshot carrying ``summary`` in one atomic commit."""
+        tx = self.catalog.newCreateTableTransaction(
+            self.identifier(namespace, table), schema, spec, self.string_map(properties)
+        )
+        append = tx.newAppend()
+        for key, value in summary.items():
+            append = append.set(key, str(value))
+        append.commit()
+        tx.commitTransaction()
+
+    def commit_marker(self, jtable_or_tx, summary: Mapping[str, str]) -> None:
+        """An empty append whose snapshot summary records ``summary`` (the watermark) and pins the schema."""
+        append = jtable_or_tx.newAppend()
+        for key, value in summary.items():
+            append = append.set(key, str(value))
+        append.commit()
+
+
+def snapshot_summary(jtable) -> dict[str, str]:
+    snapshot = jtable.currentSnapshot()
+    if snapshot is None:
+        return {}
+    return dict(snapshot.summary())
+
+
+def watermark_of(jtable) -> int:
+    """The greatest commit ts applied to a table, recorded in the summary of the newest snapshot that has it.
+
+    Maintenance (compaction, delete-file rewrites) adds snapshots that change no rows and carry no watermark, so
+    the table's ancestry is walked back to the last snapshot this pipeline wrote.
+    """
+    snapshot = jtable.currentSnapshot()
+    while snapshot is not None:
+        value = snapshot.summary().get(RESOLVED_TS_PROPERTY)
+        if value:
+            return int(value)
+        parent = snapshot.parentId()
+        snapshot = jtable.snapshot(parent) if parent is not None else None
+    return 0

@@ -1,0 +1,151 @@
+"""Target tables: naming, describing, creating and committing watermarks.
+
+Upstream ``schema.table`` becomes Iceberg ``<catalog>.<schema>.<table>``, lower-cased like TiDB's own
+case-insensitive names. Every column keeps the upstream name and carries its MySQL type as the Iceberg field doc,
+so ENUM elements, unsignedness and precision survive into the lake and drive later type decisions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Optional, Sequence
+
+from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY, JavaIceberg, watermark_of
+from ticdc_lakehouse.merge.changes import TargetColumn
+from ticdc_lakehouse.model import ColumnSchema, TableSchema
+
+CHANGEFEED_PROPERTY = "tidb.changefeed"
+UPSTREAM_NAME_PROPERTY = "tidb.upstream-name"
+
+_ICEBERG_TO_SPARK = {
+    "int": "int",
+    "long": "bigint",
+    "float": "float",
+    "double": "double",
+    "string": "string",
+    "binary": "binary",
+    "boolean": "boolean",
+    "date": "date",
+    "timestamp": "timestamp_ntz",
+    "timestamptz": "timestamp",
+}
+
+
+def quote(name: str) -> str:
+    """A Spark SQL identifier for any upstream name: backticks, spaces, unicode and reserved words included."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def iceberg_name(schema: str, table: str) -> tuple[str, str]:
+    return schema.lower(), table.lower()
+
+
+def qualified(catalog: str, schema: str, table: str) -> str:
+    namespace, name = iceberg_name(schema, table)
+    return f"{quote(catalog)}.{quote(namespace)}.{quote(name)}"
+
+
+def spark_type_of(iceberg_type: str) -> str:
+    text = iceberg_type.replace(" ", "").lower()
+    if text.startswith("decimal"):
+        return text
+    return _ICEBERG_TO_SPARK.get(text, text)
+
+
+@dataclass
+class TargetTable:
+    """What the merge needs to know of one Iceberg table, read fresh from the catalog."""
+
+    namespace: str
+    name: str
+    columns: list[TargetColumn] = field(default_factory=list)
+    keys: list[TargetColumn] = field(default_factory=list)
+    watermark: int = 0
+    exists: bool = False
+
+    def column(self, name: str) -> Optional[TargetColumn]:
+        lowered = name.lower()
+        return next((c for c in self.columns if c.name.lower() == lowered), None)
+
+
+def descriptor_of_doc(doc: Optional[str]) -> Optional[str]:
+    """The MySQL type descriptor recorded in a column doc (``mysql:<descriptor>``), None for other docs."""
+    from ticdc_lakehouse.mysql_types import type_from_doc
+
+    if not doc:
+        return None
+    try:
+        return type_from_doc(doc).descriptor()
+    except ValueError:
+        return None
+
+
+def describe(ji: JavaIceberg, schema: str, table: str) -> TargetTable:
+    namespace, name = iceberg_name(schema, table)
+    if not ji.table_exists(namespace, name):
+        return TargetTable(namespace, name)
+    jtable = ji.load(namespace, name)
+    jschema = jtable.schema()
+    columns = [
+        TargetColumn(str(f.name()), spark_type_of(str(f.type().toString())), descriptor_of_doc(f.doc()))
+        for f in jschema.columns()
+    ]
+    identifier = {str(n).lower() for n in jschema.identifierFieldNames()}
+    keys = [c for c in columns if c.name.lower() in identifier] or list(columns)
+    return TargetTable(namespace, name, columns, keys, watermark_of(jtable), True)
+
+
+def table_properties(changefeed: str, upstream: str, write_mode: str, extra: Mapping[str, str] = {}) -> dict[str, str]:
+    mode = "merge-on-read" if write_mode == "merge-on-read" else "copy-on-write"
+    props = {
+        "format-version": "2",
+        "write.merge.mode": mode,
+        "write.update.mode": mode,
+        "write.delete.mode": mode,
+        "write.parquet.compression-codec": "zstd",
+        "write.metadata.delete-after-commit.enabled": "true",
+        "write.metadata.previous-versions-max": "50",
+        "write.distribution-mode": "hash",
+        CHANGEFEED_PROPERTY: changefeed,
+        UPSTREAM_NAME_PROPERTY: upstream,
+    }
+    props.update(extra)
+    return props
+
+
+def create_table(
+    ji: JavaIceberg,
+    table_schema: TableSchema,
+    changefeed: str,
+    commit_ts: int,
+    write_mode: str,
+    bucket_count: int,
+    summary: Mapping[str, str] = {},
+) -> None:
+    """Create the Iceberg table for an upstream schema, atomically with its first watermark snapshot.
+
+    Partitioned by a bucket of the first key column, so a merge rewrites only the buckets its keys fall in.
+    Key columns are required and become Iceberg identifier fields.
+    """
+    from ticdc_lakehouse.mysql_types import column_doc, iceberg_type, parse_type
+
+    namespace, name = iceberg_name(table_schema.schema, table_schema.table)
+    ji.create_namespace(namespace)
+    keys = [k for k in table_schema.primary_key]
+    key_set = {k.lower() for k in keys}
+    columns = []
+    for c in table_schema.columns:
+        mysql = parse_type(c.mysql_type)
+        columns.append((c.name, iceberg_type(mysql), c.name.lower() in key_set, column_doc(mysql, c.comment)))
+    jschema = ji.build_schema(columns, keys)
+    spec = ji.bucket_spec(jschema, keys[0] if keys and bucket_count > 0 else None, bucket_count)
+    props = table_properties(changefeed, f"{table_schema.schema}.{table_schema.table}", write_mode)
+    ji.create_table(namespace, name, jschema, spec, props, {RESOLVED_TS_PROPERTY: str(commit_ts), **summary})
+
+
+def schema_from_row_types(schema: str, table: str, column_types: Sequence[tuple[str, str]],
+                          key_columns: Iterable[str]) -> TableSchema:
+    """A table schema inferred from a row event's column types: used when rows of a table arrive with no
+    CREATE TABLE in the stream (the changefeed started after the table was created)."""
+    columns = tuple(ColumnSchema(name=name, mysql_type=mysql_type) for name, mysql_type in column_types)
+    return TableSchema(schema=schema, table=table, columns=columns, primary_key=tuple(key_columns))

@@ -1,0 +1,368 @@
+"""Land a changefeed's Kafka topics into immutable segments, exactly once per offset.
+
+Per partition, each run lands ``[start, end)`` where ``start`` is the landed end (the last segment's end, or the
+partition's low watermark when nothing has landed) and ``end`` is the high watermark captured when the run starts.
+The run reads exactly that range with ``assign()`` (no group rebalancing, no auto commit), writes it as one
+segment, and only after the file is durable commits ``end`` as the consumer group's offset, which is there for
+lag monitoring: the landed files, not the group offset, decide where the next run starts. So a crash at any
+point (before the rename, after it, before the commit) makes the rerun land the same offsets, never twice.
+
+The captured end is the *last stable offset* under ``read_committed`` (the default), so an open transaction
+never makes the run wait for records it could not read. Reaching the end is detected by the partition-EOF event,
+which also works when the range ends in transaction markers or compacted-away offsets that no message carries.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, TopicPartition
+
+from ..config import ChangefeedConfig, mask_secrets
+from .errors import DataLossError, LandingError, LandingTimeoutError
+from .lock import landing_lock
+from .progress import DataLoss, LandingReport, PartitionLanding, ProgressFn, notify
+from .segments import (
+    SegmentWriter,
+    clean_temp_files,
+    landed_end,
+    topic_dir,
+    write_atomically,
+    write_partition_count,
+)
+
+log = logging.getLogger("ticdc_lakehouse.landing.kafka")
+
+MiB = 1024 * 1024
+
+#: consumer settings that let a single message of tens of MiB through (TiCDC's max-message-bytes can be large)
+#: and keep the read exact; ``changefeed.kafka`` overrides any of them (SASL, TLS, bigger limits, ...)
+DEFAULT_CONSUMER_CONFIG: dict[str, Any] = {
+    "client.id": "ticdc-lakehouse-landing",
+    "auto.offset.reset": "error",  # never silently jump when an offset vanished under us
+    "isolation.level": "read_committed",
+    "check.crcs": True,
+    "message.max.bytes": 64 * MiB,
+    "fetch.max.bytes": 64 * MiB,
+    "max.partition.fetch.bytes": 16 * MiB,
+    "receive.message.max.bytes": 65 * MiB,
+    "queued.max.messages.kbytes": 128 * 1024,
+    "socket.keepalive.enable": True,
+}
+
+#: settings the landing logic depends on; user overrides of these are ignored (with a warning)
+FORCED_KEYS = ("group.id", "enable.auto.commit", "enable.auto.offset.store", "enable.partition.eof")
+
+DEFAULT_TIMEOUT_S = 60.0
+CONSUME_BATCH = 2000
+#: consume() waits until the batch is full or this elapses: short, so small partitions finish promptly
+CONSUME_WAIT_S = 0.1
+DATA_LOSS_FILE = "_data_loss.json"
+
+
+def consumer_config(changefeed: ChangefeedConfig) -> dict[str, Any]:
+    """The confluent-kafka consumer settings for a changefeed (pure; contains secrets: never log it unmasked)."""
+    config: dict[str, Any] = dict(DEFAULT_CONSUMER_CONFIG)
+    config["bootstrap.servers"] = changefeed.bootstrap_servers
+    extra = dict(changefeed.kafka)
+    for key in FORCED_KEYS:
+        if key in extra:
+            log.warning("ignoring kafka setting %s for changefeed %s: landing manages it", key, changefeed.name)
+            extra.pop(key)
+    config.update(extra)
+    config.update(
+        {
+            "group.id": changefeed.group_id,
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": True,
+        }
+    )
+    # librdkafka rejects a response buffer smaller than a full fetch
+    needed = int(config["fetch.max.bytes"]) + 512
+    if int(config.get("receive.message.max.bytes", 0)) < needed:
+        config["receive.message.max.bytes"] = needed
+    return config
+
+
+@dataclass
+class PartitionPlan:
+    """What one run will do for one partition."""
+
+    topic: str
+    partition: int
+    low: int
+    high: int
+    landed: Optional[int]  # landed end before the run, None when nothing has landed
+    committed: Optional[int]  # the group's committed offset, None when unknown / none
+
+    @property
+    def start(self) -> int:
+        return self.low if self.landed is None else max(self.landed, 0)
+
+    @property
+    def lost(self) -> Optional[tuple[int, int]]:
+        """Offsets never landed that Kafka no longer has: ``[landed end, low watermark)``."""
+        if self.landed is not None and self.landed < self.low:
+            return self.landed, self.low
+        return None
+
+    @property
+    def regressed(self) -> bool:
+        """The landed end is beyond what Kafka has: the topic was recreated or the log truncated."""
+        return self.landed is not None and self.landed > self.high
+
+
+def plan_partition(topic: str, partition: int, low: int, high: int, landed: Optional[int],
+                   committed: Optional[int] = None) -> PartitionPlan:
+    return PartitionPlan(topic, partition, low, high, landed, committed)
+
+
+def _kafka_call(what: str, func: Any, *args: Any, **kwargs: Any) -> Any:
+    try:
+        return func(*args, **kwargs)
+    except KafkaException as exc:
+        raise LandingError(f"Kafka {what} failed: {exc.args[0] if exc.args else exc}") from exc
+
+
+def _topic_partitions(consumer: Consumer, topic: str, timeout_s: float) -> list[int]:
+    metadata = _kafka_call(f"metadata request for topic {topic!r}", consumer.list_topics, topic=topic,
+                           timeout=timeout_s)
+    info = metadata.topics.get(topic)
+    if info is None or info.error is not None or not info.partitions:
+        reason = info.error if info is not None and info.error is not None else "no partitions"
+        raise LandingError(
+            f"topic {topic!r} is not available on {metadata.orig_broker_name or 'the cluster'}: {reason}; "
+            "check the changefeed's topics and bootstrap_servers"
+        )
+    return sorted(info.partitions)
+
+
+def _committed(consumer: Consumer, tps: Sequence[TopicPartition], timeout_s: float) -> dict[tuple[str, int], int]:
+    """The group's committed offsets; empty when they cannot be read (they are informational only)."""
+    if not tps:
+        return {}
+    try:
+        result = consumer.committed(list(tps), timeout=timeout_s)
+    except KafkaException as exc:
+        log.warning("cannot read committed offsets of the group: %s", exc)
+        return {}
+    return {(tp.topic, tp.partition): tp.offset for tp in result if tp.offset >= 0 and tp.error is None}
+
+
+def _plan(consumer: Consumer, changefeed: ChangefeedConfig, landing_root: Path, topics: Sequence[str],
+          timeout_s: float) -> list[PartitionPlan]:
+    partitions: list[tuple[str, int]] = []
+    for topic in topics:
+        numbers = _topic_partitions(consumer, topic, timeout_s)
+        write_partition_count(landing_root, changefeed.name, topic, max(numbers) + 1)
+        partitions += [(topic, p) for p in numbers]
+    committed = _committed(consumer, [TopicPartition(t, p) for t, p in partitions], timeout_s)
+    plans = []
+    for topic, partition in partitions:
+        low, high = _kafka_call(
+            f"watermark query for {topic}/{partition}", consumer.get_watermark_offsets,
+            TopicPartition(topic, partition), timeout=timeout_s, cached=False,
+        )
+        plans.append(plan_partition(topic, partition, low, high,
+                                    landed_end(landing_root, changefeed.name, topic, partition),
+                                    committed.get((topic, partition))))
+    return plans
+
+
+def _record_data_loss(landing_root: Path, changefeed: str, loss: DataLoss) -> None:
+    """Append the accepted loss to ``{topic}/_data_loss.json`` so it stays visible next to the data."""
+    path = topic_dir(landing_root, changefeed, loss.topic) / DATA_LOSS_FILE
+    entries = json.loads(path.read_text()) if path.is_file() else []
+    entries.append({"partition": loss.partition, "start": loss.start, "end": loss.end, "reason": loss.reason,
+                    "recorded_at_ms": int(time.time() * 1000)})
+    write_atomically(path, json.dumps(entries, indent=1).encode())
+
+
+class _ErrorLog:
+    """Collects client-level errors (broker down, authentication) to explain a timeout or fail fast."""
+
+    def __init__(self) -> None:
+        self.last: Optional[KafkaError] = None
+        self.fatal: Optional[KafkaError] = None
+
+    def __call__(self, error: KafkaError) -> None:
+        self.last = error
+        if error.fatal() or error.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED,
+                                             KafkaError._SSL):
+            self.fatal = error
+        log.warning("kafka client: %s", error)
+
+
+def _read_range(consumer: Consumer, plan: PartitionPlan, start: int, end: int, writer: SegmentWriter,
+                errors: _ErrorLog, timeout_s: float) -> None:
+    """Append every record of ``[start, end)`` to ``writer``; raise when stuck for ``timeout_s``."""
+    topic, partition = plan.topic, plan.partition
+    _kafka_call(f"assign {topic}/{partition}", consumer.assign, [TopicPartition(topic, partition, start)])
+    append = writer.append
+    last_progress = time.monotonic()
+    reached = start
+    eof_at: Optional[int] = None
+    try:
+        while True:
+            if errors.fatal is not None:
+                raise LandingError(f"Kafka client error while reading {topic}/{partition}: {errors.fatal}")
+            messages = consumer.consume(num_messages=CONSUME_BATCH, timeout=CONSUME_WAIT_S)
+            if not messages:
+                if time.monotonic() - last_progress > timeout_s:
+                    detail = f"; last client error: {errors.last}" if errors.last is not None else ""
+                    eof = f"; the broker reports the end at {eof_at}" if eof_at is not None else ""
+                    raise LandingTimeoutError(
+                        f"reading {topic}/{partition} range [{start}, {end}) made no progress for {timeout_s:.0f}s "
+                        f"at offset {reached}{eof}{detail}. Nothing of this range was kept; check the brokers "
+                        "and rerun (raise the landing timeout for slow clusters)"
+                    )
+                continue
+            last_progress = time.monotonic()
+            for message in messages:
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        eof_at = message.offset()
+                        if eof_at >= end:
+                            return
+                        continue
+                    if error.fatal() or not error.retriable():
+                        raise LandingError(f"Kafka error while reading {topic}/{partition} at offset {reached}: "
+                                           f"{error}")
+                    errors.last = error
+                    continue
+                if message.partition() != partition or message.topic() != topic:
+                    continue  # a stale message of an earlier assignment
+                offset = message.offset()
+                if offset >= end:
+                    return
+                ts_type, ts = message.timestamp()
+                append(offset, None if ts_type == TIMESTAMP_NOT_AVAILABLE else ts, message.key(), message.value(),
+                       message.headers())
+                reached = offset + 1
+                if reached >= end:
+                    return
+    finally:
+        try:
+            consumer.unassign()
+        except KafkaException:
+            pass
+
+
+def _commit(consumer: Consumer, topic: str, partition: int, offset: int, report: LandingReport) -> bool:
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, partition, offset)], asynchronous=False)
+        return True
+    except KafkaException as exc:
+        report.warnings.append(
+            f"{topic}/{partition}: landed up to {offset} but committing the group offset failed ({exc}); "
+            "the next run commits it (the landed files decide where landing resumes)"
+        )
+        return False
+
+
+def _land_partition(consumer: Consumer, changefeed: ChangefeedConfig, landing_root: Path, plan: PartitionPlan,
+                    start: int, report: LandingReport, errors: _ErrorLog, timeout_s: float) -> PartitionLanding:
+    began = time.monotonic()
+    item = PartitionLanding(plan.topic, plan.partition, start, plan.high)
+    if start < plan.high:
+        with SegmentWriter(landing_root, changefeed.name, plan.topic, plan.partition, start,
+                           expected_end=plan.high) as writer:
+            _read_range(consumer, plan, start, plan.high, writer, errors, timeout_s)
+            segment = writer.commit(plan.high)
+            item.records, item.bytes = writer.records, writer.bytes
+            item.path = str(segment.path) if segment else None
+    # nothing new: still make sure the group offset reflects what is durable (a crash may have skipped it)
+    landed = plan.high if start < plan.high else (start if plan.landed is not None else None)
+    if landed is not None and (start < plan.high or plan.committed != landed):
+        item.committed = _commit(consumer, plan.topic, plan.partition, landed, report)
+    item.seconds = time.monotonic() - began
+    return item
+
+
+def land_from_kafka(
+    changefeed: ChangefeedConfig,
+    landing_root: Path | str,
+    progress: Optional[ProgressFn] = None,
+    *,
+    allow_gap: bool = False,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    topics: Optional[Sequence[str]] = None,
+) -> LandingReport:
+    """Land every partition of the changefeed's topics up to the high watermarks seen at the start.
+
+    ``allow_gap``: when retention already deleted offsets that never landed, record the loss (report,
+    ``{topic}/_data_loss.json`` and a zero-row segment over the lost range so ranges stay contiguous) and carry
+    on from the low watermark; without it such partitions are left untouched and :class:`DataLossError` is
+    raised after the others landed. ``timeout_s``: the longest a partition may make no progress.
+    Raises :class:`LandingError` subclasses; each carries the report of what did land.
+    """
+    landing_root = Path(landing_root)
+    began = time.monotonic()
+    report = LandingReport(changefeed.name, f"kafka:{changefeed.bootstrap_servers}")
+    topics = list(topics or changefeed.topics)
+    with landing_lock(landing_root, changefeed.name):
+        report.removed_temp_files = [str(p) for p in clean_temp_files(landing_root, changefeed.name)]
+        errors = _ErrorLog()
+        config = consumer_config(changefeed)
+        log.debug("consumer config for %s: %s", changefeed.name, mask_secrets(config))
+        config["error_cb"] = errors
+        consumer = Consumer(config)
+        problems: list[str] = []
+        try:
+            try:
+                plans = _plan(consumer, changefeed, landing_root, topics, timeout_s)
+            except LandingError as exc:
+                exc.report = report
+                raise
+            for plan in plans:
+                start = plan.start
+                if plan.regressed:
+                    problems.append(
+                        f"{plan.topic}/{plan.partition}: landed up to offset {plan.landed} but Kafka's high "
+                        f"watermark is {plan.high}: the topic was recreated or its log truncated. Move "
+                        f"{topic_dir(landing_root, changefeed.name, plan.topic)} aside to land it afresh"
+                    )
+                    continue
+                lost = plan.lost
+                if lost is not None:
+                    loss = DataLoss(plan.topic, plan.partition, lost[0], lost[1],
+                                    f"retention deleted offsets below the low watermark {plan.low} before they "
+                                    "were landed")
+                    report.data_loss.append(loss)
+                    if not allow_gap:
+                        log.error("DATA LOSS: %s", loss)
+                        continue
+                    log.warning("DATA LOSS accepted (allow_gap): %s", loss)
+                    _record_data_loss(landing_root, changefeed.name, loss)
+                    with SegmentWriter(landing_root, changefeed.name, plan.topic, plan.partition, lost[0],
+                                       expected_end=lost[1]) as marker:
+                        marker.commit(lost[1])
+                    start = lost[1]
+                try:
+                    item = _land_partition(consumer, changefeed, landing_root, plan, start, report, errors,
+                                           timeout_s)
+                except LandingError as exc:
+                    exc.report = report
+                    raise
+                report.partitions.append(item)
+                notify(progress, item)
+        finally:
+            consumer.close()
+            report.seconds = time.monotonic() - began
+    if report.data_loss and not allow_gap:
+        raise DataLossError(
+            "data loss: " + "; ".join(str(d) for d in report.data_loss)
+            + ". Those partitions were not landed. Land them anyway from the low watermark with allow_gap=True "
+            "(the loss is then recorded in _data_loss.json), or restore the data from an archive first",
+            report,
+        )
+    if problems:
+        raise LandingError("; ".join(problems), report)
+    return report

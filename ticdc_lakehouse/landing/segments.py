@@ -1,0 +1,442 @@
+"""The landed-segment layout: immutable Parquet files of raw Kafka records, one per offset range.
+
+Layout (the merge engine reads exactly this)::
+
+    {landing_root}/{changefeed}/{topic}/_partitions.json            {"partitions": N}
+    {landing_root}/{changefeed}/{topic}/{partition}/{start:020d}-{end:020d}.parquet
+
+Offsets are half-open ``[start, end)`` and contiguous per partition: each segment starts where the previous one
+ended, so "what has landed" is simply the last segment's ``end`` and a rerun can never read a record twice. A
+range that holds no records (compacted away, transaction markers) still gets a zero-row file, otherwise the next
+segment would look like it follows a gap.
+
+Files are written to ``.{name}.tmp`` beside the final name, fsynced, renamed with ``os.replace`` and the directory
+fsynced: a reader sees a whole segment or none, and a crash leaves only a temp file that the next run deletes.
+Names starting with ``.`` or ``_`` are never segments.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+#: the schema of every landed segment
+LANDED_SCHEMA = pa.schema(
+    [
+        pa.field("topic", pa.string(), nullable=False),
+        pa.field("partition", pa.int32(), nullable=False),
+        pa.field("offset", pa.int64(), nullable=False),
+        pa.field("timestamp", pa.int64()),  # milliseconds since the epoch; null when Kafka has none
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field(
+            "headers",
+            pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])),
+        ),
+    ]
+)
+
+PARTITIONS_FILE = "_partitions.json"
+SEGMENT_SUFFIX = ".parquet"
+TMP_SUFFIX = ".tmp"
+_SEGMENT_NAME = re.compile(r"^(\d{20})-(\d{20})\.parquet$")
+
+#: flush a row group after this many records or this many payload bytes, whichever comes first: bounds memory
+#: for large topics while keeping row groups big enough for efficient scans
+ROW_GROUP_RECORDS = 100_000
+ROW_GROUP_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True, order=True)
+class Segment:
+    """One landed file: records of ``topic``/``partition`` with offsets in ``[start, end)``."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    path: Path
+
+
+def changefeed_dir(landing_root: Path | str, changefeed: str) -> Path:
+    return Path(landing_root) / changefeed
+
+
+def topic_dir(landing_root: Path | str, changefeed: str, topic: str) -> Path:
+    return changefeed_dir(landing_root, changefeed) / topic
+
+
+def partition_dir(landing_root: Path | str, changefeed: str, topic: str, partition: int) -> Path:
+    return topic_dir(landing_root, changefeed, topic) / str(int(partition))
+
+
+def segment_name(start: int, end: int) -> str:
+    """``{start:020d}-{end:020d}.parquet``: zero padded so names sort like offsets."""
+    if start < 0 or end < start:
+        raise ValueError(f"bad segment range [{start}, {end})")
+    return f"{start:020d}-{end:020d}{SEGMENT_SUFFIX}"
+
+
+def segment_path(landing_root: Path | str, changefeed: str, topic: str, partition: int, start: int, end: int) -> Path:
+    """Where the segment holding offsets ``[start, end)`` of ``topic``/``partition`` lives."""
+    return partition_dir(landing_root, changefeed, topic, partition) / segment_name(start, end)
+
+
+def parse_segment_name(name: str) -> Optional[tuple[int, int]]:
+    """``(start, end)`` for a segment file name, None for anything else (temp files, markers)."""
+    match = _SEGMENT_NAME.match(name)
+    if not match:
+        return None
+    return int(match.group(1)), int(match.group(2))
+
+
+def _is_partition_dir(path: Path) -> bool:
+    return path.is_dir() and path.name.isdigit()
+
+
+def _is_topic_dir(path: Path) -> bool:
+    return path.is_dir() and not path.name.startswith((".", "_"))
+
+
+def partition_segments(landing_root: Path | str, changefeed: str, topic: str, partition: int) -> list[Segment]:
+    """The segments of one partition, ordered by start offset."""
+    directory = partition_dir(landing_root, changefeed, topic, partition)
+    if not directory.is_dir():
+        return []
+    found = []
+    for entry in directory.iterdir():
+        parsed = parse_segment_name(entry.name)
+        if parsed is not None:
+            found.append(Segment(topic, int(partition), parsed[0], parsed[1], entry))
+    return sorted(found, key=lambda s: (s.start, s.end))
+
+
+def list_segments(landing_root: Path | str, changefeed: str) -> dict[tuple[str, int], list[Segment]]:
+    """Every landed segment of a changefeed, by ``(topic, partition)``, each list ordered by start offset."""
+    root = changefeed_dir(landing_root, changefeed)
+    result: dict[tuple[str, int], list[Segment]] = {}
+    if not root.is_dir():
+        return result
+    for tdir in sorted(p for p in root.iterdir() if _is_topic_dir(p)):
+        for pdir in sorted((p for p in tdir.iterdir() if _is_partition_dir(p)), key=lambda p: int(p.name)):
+            segments = partition_segments(landing_root, changefeed, tdir.name, int(pdir.name))
+            if segments:
+                result[(tdir.name, int(pdir.name))] = segments
+    return result
+
+
+def landed_topics(landing_root: Path | str, changefeed: str) -> list[str]:
+    """Topics that have a directory (segments or a partitions file) under the changefeed."""
+    root = changefeed_dir(landing_root, changefeed)
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if _is_topic_dir(p))
+
+
+def segments_end(segments: Sequence[Segment]) -> Optional[int]:
+    """The end offset of the last segment (pure), None when there is none."""
+    return max((s.end for s in segments), default=None)
+
+
+def landed_end(landing_root: Path | str, changefeed: str, topic: str, partition: int) -> Optional[int]:
+    """The next offset to land for a partition: the end of its last segment, None when nothing has landed."""
+    return segments_end(partition_segments(landing_root, changefeed, topic, partition))
+
+
+def check_contiguous(segments: Iterable[Segment]) -> list[str]:
+    """Problems in one or several partitions' segments: gaps, overlaps, empty or inverted ranges.
+
+    An empty list means each partition's segments tile ``[first start, last end)`` exactly.
+    """
+    by_partition: dict[tuple[str, int], list[Segment]] = {}
+    for segment in segments:
+        by_partition.setdefault((segment.topic, segment.partition), []).append(segment)
+    problems: list[str] = []
+    for (topic, partition), items in sorted(by_partition.items()):
+        items.sort(key=lambda s: (s.start, s.end))
+        previous: Optional[Segment] = None
+        for segment in items:
+            where = f"{topic}/{partition}"
+            if segment.end <= segment.start:
+                problems.append(f"{where}: segment {segment.path.name} has an empty or inverted range")
+            if previous is not None:
+                if segment.start > previous.end:
+                    problems.append(
+                        f"{where}: gap [{previous.end}, {segment.start}) between "
+                        f"{previous.path.name} and {segment.path.name}"
+                    )
+                elif segment.start < previous.end:
+                    problems.append(
+                        f"{where}: overlap [{segment.start}, {min(previous.end, segment.end)}) between "
+                        f"{previous.path.name} and {segment.path.name}"
+                    )
+            if previous is None or segment.end > previous.end:
+                previous = segment
+    return problems
+
+
+def partitions_file(landing_root: Path | str, changefeed: str, topic: str) -> Path:
+    return topic_dir(landing_root, changefeed, topic) / PARTITIONS_FILE
+
+
+def read_partition_count(landing_root: Path | str, changefeed: str, topic: str) -> Optional[int]:
+    """The partition count recorded in ``_partitions.json``, None when the file does not exist."""
+    path = partitions_file(landing_root, changefeed, topic)
+    if not path.is_file():
+        return None
+    return int(json.loads(path.read_text())["partitions"])
+
+
+def known_partitions(landing_root: Path | str, changefeed: str, topic: str) -> list[int]:
+    """Every partition of a topic the merge engine must account for, including ones that never sent anything.
+
+    The union of ``range(_partitions.json count)`` and the partition directories present.
+    """
+    count = read_partition_count(landing_root, changefeed, topic) or 0
+    partitions = set(range(count))
+    tdir = topic_dir(landing_root, changefeed, topic)
+    if tdir.is_dir():
+        partitions.update(int(p.name) for p in tdir.iterdir() if _is_partition_dir(p))
+    return sorted(partitions)
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make a rename inside ``directory`` durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _tmp_path(final: Path) -> Path:
+    return final.with_name(f".{final.name}{TMP_SUFFIX}")
+
+
+def write_atomically(final: Path, data: bytes) -> None:
+    """Write a small file so that readers see the old or the new content, never a torn one."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _tmp_path(final)
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, final)
+    fsync_dir(final.parent)
+
+
+def write_partition_count(landing_root: Path | str, changefeed: str, topic: str, count: int) -> int:
+    """Record the topic's partition count; never lowers it (Kafka partitions are only ever added).
+
+    Returns the count now recorded.
+    """
+    current = read_partition_count(landing_root, changefeed, topic)
+    if current is not None and current >= count:
+        return current
+    path = partitions_file(landing_root, changefeed, topic)
+    write_atomically(path, json.dumps({"partitions": int(count)}).encode())
+    return int(count)
+
+
+def clean_temp_files(landing_root: Path | str, changefeed: str) -> list[Path]:
+    """Delete the ``.*.tmp`` files a crashed run left behind; returns what was removed.
+
+    Only call while holding the changefeed's landing lock: a running writer's temp file looks the same.
+    """
+    root = changefeed_dir(landing_root, changefeed)
+    removed: list[Path] = []
+    if not root.is_dir():
+        return removed
+    for path in root.rglob(f".*{TMP_SUFFIX}"):
+        if path.is_file():
+            path.unlink()
+            removed.append(path)
+    return removed
+
+
+def empty_table() -> pa.Table:
+    return LANDED_SCHEMA.empty_table()
+
+
+class SegmentWriter:
+    """Streams one partition's records into a new segment, row group by row group.
+
+    Records are buffered column-wise and flushed as a row group every ``row_group_records`` records or
+    ``row_group_bytes`` payload bytes, so landing a large partition needs bounded memory. Nothing is visible
+    under the final name until :meth:`commit`, which needs the range's ``end`` (known only when reading stops
+    for archives). :meth:`abort` deletes the temp file; leaving the ``with`` block on an exception aborts.
+    """
+
+    def __init__(
+        self,
+        landing_root: Path | str,
+        changefeed: str,
+        topic: str,
+        partition: int,
+        start: int,
+        *,
+        row_group_records: int = ROW_GROUP_RECORDS,
+        row_group_bytes: int = ROW_GROUP_BYTES,
+        expected_end: Optional[int] = None,
+    ) -> None:
+        self.landing_root = Path(landing_root)
+        self.changefeed = changefeed
+        self.topic = topic
+        self.partition = int(partition)
+        self.start = int(start)
+        self.row_group_records = row_group_records
+        self.row_group_bytes = row_group_bytes
+        self.records = 0
+        self.bytes = 0
+        self.last_offset: Optional[int] = None
+        self.directory = partition_dir(self.landing_root, changefeed, topic, self.partition)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        # ``.<final name>.tmp`` when the end is known up front (Kafka), else a name that cannot be a segment
+        final_name = segment_name(self.start, expected_end) if expected_end is not None else None
+        self.tmp_path = self.directory / (
+            f".{final_name}{TMP_SUFFIX}" if final_name else f".{self.start:020d}-open{SEGMENT_SUFFIX}{TMP_SUFFIX}"
+        )
+        self._writer: Optional[pq.ParquetWriter] = None
+        self._closed = False
+        self._reset_buffer()
+
+    def _reset_buffer(self) -> None:
+        self._offsets: list[int] = []
+        self._timestamps: list[Optional[int]] = []
+        self._keys: list[Optional[bytes]] = []
+        self._values: list[Optional[bytes]] = []
+        self._headers: list[Optional[list[tuple[str, Optional[bytes]]]]] = []
+        self._buffered_bytes = 0
+
+    def __enter__(self) -> "SegmentWriter":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if not self._closed:
+            self.abort()
+
+    def append(
+        self,
+        offset: int,
+        timestamp: Optional[int],
+        key: Optional[bytes],
+        value: Optional[bytes],
+        headers: Optional[Sequence[tuple[str, Optional[bytes]]]] = None,
+    ) -> None:
+        """Add one record; offsets must increase and lie at or after ``start``."""
+        if offset < self.start or (self.last_offset is not None and offset <= self.last_offset):
+            raise ValueError(
+                f"{self.topic}/{self.partition}: offset {offset} out of order "
+                f"(segment start {self.start}, last offset {self.last_offset})"
+            )
+        size = (len(key) if key else 0) + (len(value) if value else 0)
+        if headers:
+            size += sum(len(k) + (len(v) if v else 0) for k, v in headers)
+        self._offsets.append(offset)
+        self._timestamps.append(timestamp)
+        self._keys.append(key)
+        self._values.append(value)
+        self._headers.append(list(headers) if headers else [])
+        self._buffered_bytes += size
+        self.bytes += size
+        self.records += 1
+        self.last_offset = offset
+        if len(self._offsets) >= self.row_group_records or self._buffered_bytes >= self.row_group_bytes:
+            self.flush()
+
+    def _buffer_table(self) -> pa.Table:
+        n = len(self._offsets)
+        return pa.Table.from_arrays(
+            [
+                pa.array([self.topic] * n, pa.string()),
+                pa.array([self.partition] * n, pa.int32()),
+                pa.array(self._offsets, pa.int64()),
+                pa.array(self._timestamps, pa.int64()),
+                pa.array(self._keys, pa.binary()),
+                pa.array(self._values, pa.binary()),
+                pa.array(self._headers, LANDED_SCHEMA.field("headers").type),
+            ],
+            schema=LANDED_SCHEMA,
+        )
+
+    def _open(self) -> pq.ParquetWriter:
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(
+                self.tmp_path, LANDED_SCHEMA, compression="zstd", use_dictionary=["topic", "partition"]
+            )
+        return self._writer
+
+    def flush(self) -> None:
+        """Write the buffered records as one row group."""
+        if not self._offsets:
+            return
+        self._open().write_table(self._buffer_table(), row_group_size=len(self._offsets))
+        self._reset_buffer()
+
+    def commit(self, end: int) -> Optional[Segment]:
+        """Make the segment ``[start, end)`` durable under its final name; None when ``start == end``.
+
+        Every appended offset must be below ``end``.
+        """
+        if self._closed:
+            raise RuntimeError("segment writer already closed")
+        if end < self.start:
+            raise ValueError(f"{self.topic}/{self.partition}: end {end} before start {self.start}")
+        if self.last_offset is not None and self.last_offset >= end:
+            raise ValueError(f"{self.topic}/{self.partition}: offset {self.last_offset} is not below end {end}")
+        if end == self.start:
+            self.abort()
+            return None
+        self.flush()
+        writer = self._open()  # a range with no records still gets a (zero-row) file
+        writer.close()
+        self._writer = None
+        with open(self.tmp_path, "rb+") as handle:
+            os.fsync(handle.fileno())
+        final = self.directory / segment_name(self.start, end)
+        os.replace(self.tmp_path, final)
+        fsync_dir(self.directory)
+        self._closed = True
+        return Segment(self.topic, self.partition, self.start, end, final)
+
+    def abort(self) -> None:
+        """Drop everything written so far; the final name is never created."""
+        self._closed = True
+        if self._writer is not None:
+            try:
+                self._writer.close()
+            except Exception:  # noqa: BLE001 - we are discarding the file anyway
+                pass
+            self._writer = None
+        self._reset_buffer()
+        try:
+            self.tmp_path.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def read_segment(path: Path | str) -> pa.Table:
+    """A landed segment as an Arrow table (for tests and tools)."""
+    return pq.read_table(path, schema=LANDED_SCHEMA)
+
+
+def read_partition_payload(landing_root: Path | str, changefeed: str, topic: str, partition: int) -> pa.Table:
+    """All landed records of a partition, in offset order (for tests and tools; reads every file)."""
+    tables = [read_segment(s.path) for s in partition_segments(landing_root, changefeed, topic, partition)]
+    return pa.concat_tables(tables) if tables else empty_table()
+
+
+def describe_segments(segments: Mapping[tuple[str, int], Sequence[Segment]]) -> dict[str, Any]:
+    """A JSON-friendly summary: per partition the landed range and file count."""
+    return {
+        f"{topic}/{partition}": {"start": items[0].start, "end": items[-1].end, "files": len(items)}
+        for (topic, partition), items in sorted(segments.items())
+        if items
+    }

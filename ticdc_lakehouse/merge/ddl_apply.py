@@ -1,0 +1,327 @@
+"""Apply upstream DDL to Iceberg, once, in commit-ts order.
+
+Each DDL on an existing table commits its schema change together with an empty snapshot whose summary records
+the DDL's commit ts (one Iceberg transaction). So "has this DDL been applied?" is simply "is the table's watermark
+>= its commit ts?", which makes every DDL idempotent across crashes and reruns. Catalog-level operations (create,
+drop, rename) check the catalog state instead.
+
+A DDL Iceberg cannot express (narrowing a type, say) halts that table at that commit ts: its later rows and DDL
+wait in the landed segments, the reason shows in ``lakehouse status``, other tables go on.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Iterable
+
+from ticdc_lakehouse import ddl_parse as dp
+from ticdc_lakehouse.events_arrow import table_schema_from_json
+from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY
+from ticdc_lakehouse.iceberg.tables import CHANGEFEED_PROPERTY, create_table, iceberg_name
+from ticdc_lakehouse.merge.plan import DDLRecord, table_key
+from ticdc_lakehouse.mysql_types import column_doc, iceberg_type, parse_type, widening
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ticdc_lakehouse.merge.engine import RunContext
+    from ticdc_lakehouse.state import HaltedTable
+
+log = logging.getLogger(__name__)
+
+
+class CannotApply(Exception):
+    """The DDL cannot be expressed in Iceberg: the table halts with this reason."""
+
+
+def changes_of(record: DDLRecord) -> list:
+    """The schema changes of a DDL record; Simple's tableSchema wins over parsing SQL for CREATE TABLE."""
+    table_schema = table_schema_from_json(record.table_schema)
+    if table_schema is not None and record.ddl_type in ("CREATE_TABLE", "CREATE"):
+        return [dp.CreateTable(table_schema, True)]
+    if not record.query:
+        return []
+    return dp.parse_ddl(record.query, record.schema, record.ddl_type)
+
+
+def _touched(change) -> list[tuple[str, str]]:
+    if isinstance(change, dp.RenameTable):
+        return [(change.old_schema, change.old_table), (change.new_schema, change.new_table)]
+    if isinstance(change, dp.CreateTable):
+        return [(change.table.schema, change.table.table)]
+    if isinstance(change, (dp.CreateSchema, dp.DropSchema)):
+        return []
+    schema = getattr(change, "schema", None)
+    table = getattr(change, "table", None)
+    return [(schema, table)] if schema and table else []
+
+
+def tables_blocked(ctx: "RunContext", record: DDLRecord) -> list[tuple[str, str]]:
+    """Tables whose rows below the DDL's ts must be merged before it is applied (the DDL barrier)."""
+    try:
+        changes = changes_of(record)
+    except Exception:  # noqa: BLE001 - a DDL we cannot parse still blocks its own table
+        return [(record.schema, record.table)] if record.table else []
+    blocked: list[tuple[str, str]] = []
+    for change in changes:
+        if isinstance(change, dp.DropSchema):
+            blocked.extend(_tables_in_schema(ctx, change.schema))
+        for schema, table in _touched(change):
+            blocked.append((schema, table))
+    seen = set()
+    unique = []
+    for schema, table in blocked:
+        key = table_key(schema, table)
+        if key not in seen:
+            seen.add(key)
+            unique.append((schema, table))
+    return unique
+
+
+def _tables_in_schema(ctx: "RunContext", schema: str) -> list[tuple[str, str]]:
+    namespace = schema.lower()
+    return [(namespace, name) for name in ctx.ji.list_tables(namespace)]
+
+
+def apply_ddl(ctx: "RunContext", record: DDLRecord) -> None:
+    """Apply one DDL (all the changes of its statement); halt the table on what Iceberg cannot express."""
+    try:
+        changes = changes_of(record)
+    except Exception as exc:  # noqa: BLE001
+        if record.table:
+            ctx.halt(record.schema, record.table, record.commit_ts, record.query, f"cannot parse DDL: {exc}")
+        else:
+            log.error("cannot parse DDL at %s (%s): %s", record.commit_ts, record.query, exc)
+        return
+    applied = False
+    for change in changes:
+        targets = _touched(change)
+        if any(table_key(s, t) in ctx.halted and ctx.halted[table_key(s, t)] <= record.commit_ts for s, t in targets):
+            continue
+        try:
+            applied |= _apply_change(ctx, record, change)
+        except CannotApply as exc:
+            schema, table = targets[0] if targets else (record.schema, record.table)
+            ctx.halt(schema, table, record.commit_ts, record.query, str(exc))
+        except Exception as exc:  # noqa: BLE001 - an Iceberg validation error: halt, never crash the run
+            schema, table = targets[0] if targets else (record.schema, record.table)
+            ctx.halt(schema, table, record.commit_ts, record.query, f"{type(exc).__name__}: {_short(exc)}")
+    if applied and ctx.report is not None:
+        ctx.report.ddls_applied.append(f"{record.commit_ts}: {record.query}")
+
+
+def _short(exc: Exception) -> str:
+    text = str(exc)
+    for line in text.splitlines():
+        if "Exception:" in line:
+            return line.strip()[:500]
+    return text.strip().splitlines()[0][:500] if text.strip() else type(exc).__name__
+
+
+def _summary(ctx: "RunContext", record: DDLRecord) -> dict[str, str]:
+    return ctx.summary(**{RESOLVED_TS_PROPERTY: record.commit_ts, "tidb.ddl": record.query[:2000]})
+
+
+def _write_mode(ctx: "RunContext", schema: str, table: str) -> str:
+    return ctx.settings.table_option(schema, table, "write_mode", "merge-on-read")
+
+
+def _buckets(ctx: "RunContext", schema: str, table: str) -> int:
+    return int(ctx.settings.table_option(schema, table, "bucket_count", 16))
+
+
+def _apply_change(ctx: "RunContext", record: DDLRecord, change) -> bool:
+    ts = record.commit_ts
+    ji = ctx.ji
+    if isinstance(change, dp.CreateSchema):
+        ji.create_namespace(change.schema.lower())
+        return True
+    if isinstance(change, dp.DropSchema):
+        for schema, table in _tables_in_schema(ctx, change.schema):
+            target = ctx.target(schema, table, refresh=True)
+            if target.exists and target.watermark < ts:
+                ji.drop_table(target.namespace, target.name)
+                ctx.forget(schema, table)
+        if not ji.list_tables(change.schema.lower()):
+            ji.drop_namespace(change.schema.lower())
+        return True
+    if isinstance(change, dp.CreateTable):
+        return _create(ctx, record, change.table)
+    if isinstance(change, dp.CreateTableLike):
+        like = ctx.target(change.like_schema, change.like_table, refresh=True)
+        if not like.exists:
+            raise CannotApply(f"CREATE TABLE LIKE: source table {change.like_schema}.{change.like_table} does not exist")
+        from ticdc_lakehouse.model import ColumnSchema, TableSchema
+
+        columns = tuple(ColumnSchema(c.name, _descriptor(c)) for c in like.columns)
+        keys = tuple(k.name for k in like.keys) if len(like.keys) < len(like.columns) else ()
+        return _create(ctx, record, TableSchema(change.schema, change.table, columns, keys))
+    if isinstance(change, dp.RenameTable):
+        return _rename(ctx, record, change)
+    if isinstance(change, dp.DropTable):
+        target = ctx.target(change.schema, change.table, refresh=True)
+        if target.exists and target.watermark < ts:
+            ji.drop_table(target.namespace, target.name)
+        ctx.forget(change.schema, change.table)
+        return True
+    # the rest change one existing table, atomically with its watermark
+    target = ctx.target(change.schema, change.table, refresh=True)
+    if not target.exists:
+        if isinstance(change, (dp.MetadataOnly,)):
+            return False
+        raise CannotApply(f"table {change.schema}.{change.table} does not exist in the lake")
+    if target.watermark >= ts:
+        return False  # applied before (a rerun, or a DDL replay)
+    jtable = ji.load(target.namespace, target.name)
+    tx = jtable.newTransaction()
+    if isinstance(change, dp.TruncateTable):
+        always = ctx.spark._jvm.org.apache.iceberg.expressions.Expressions.alwaysTrue()
+        delete = tx.newDelete().deleteFromRowFilter(always)
+        for key, value in _summary(ctx, record).items():
+            delete = delete.set(key, value)
+        delete.commit()
+        tx.commitTransaction()
+        target.watermark = ts
+        return True
+    _schema_change(ctx, tx, target, change)
+    ji.commit_marker(tx, _summary(ctx, record))
+    tx.commitTransaction()
+    ctx.target(change.schema, change.table, refresh=True)
+    return True
+
+
+def _descriptor(column) -> str:
+    """A MySQL descriptor for a lake column (its recorded one, else the closest to its Iceberg type)."""
+    if column.mysql_type:
+        return column.mysql_type
+    return {"int": "int", "bigint": "bigint", "string": "text", "binary": "blob"}.get(column.spark_type, column.spark_type)
+
+
+def _schema_change(ctx: "RunContext", tx, target, change) -> None:
+    """One schema change inside the table's transaction."""
+    ji = ctx.ji
+    if isinstance(change, dp.MetadataOnly) or isinstance(change, dp.SetDefault):
+        return  # recorded by the marker snapshot (tidb.ddl), no schema change
+    if isinstance(change, dp.Unsupported):
+        raise CannotApply(change.reason)
+    update = tx.updateSchema().caseSensitive(False)
+    if isinstance(change, dp.AddColumn):
+        column = change.column
+        if target.column(column.name) is not None:
+            return  # already there (table inferred from rows that had it)
+        mysql = parse_type(column.mysql_type)
+        update = update.addColumn(column.name, ji.type_of(iceberg_type(mysql)), column_doc(mysql, column.comment))
+        if change.first:
+            update = update.moveFirst(column.name)
+        elif change.after:
+            update = update.moveAfter(column.name, change.after)
+    elif isinstance(change, dp.DropColumn):
+        existing = target.column(change.name)
+        if existing is None:
+            return
+        if existing in target.keys and len(target.keys) < len(target.columns):
+            raise CannotApply(f"cannot drop primary-key column {change.name!r} (an Iceberg identifier field)")
+        update = update.deleteColumn(existing.name)
+    elif isinstance(change, dp.RenameColumn):
+        existing = target.column(change.old)
+        if existing is None:
+            if target.column(change.new) is not None:
+                return
+            raise CannotApply(f"column {change.old!r} does not exist")
+        update = update.renameColumn(existing.name, change.new)
+    elif isinstance(change, dp.ModifyColumn):
+        existing = target.column(change.name)
+        if existing is None:
+            raise CannotApply(f"column {change.name!r} does not exist")
+        new_type = parse_type(change.column.mysql_type)
+        old_type = parse_type(existing.mysql_type) if existing.mysql_type else None
+        old_spark = existing.spark_type
+        new_spark = iceberg_type(new_type)
+        verdict = widening(old_type, new_type) if old_type is not None else ("same" if old_spark == new_spark else "unsupported")
+        if verdict == "unsupported" and old_spark != new_spark:
+            raise CannotApply(
+                f"MODIFY COLUMN {change.name}: {existing.mysql_type or old_spark} -> {change.column.mysql_type} "
+                f"({old_spark} -> {new_spark}) is not a type change Iceberg allows; resolve it (e.g. recreate the "
+                "table), then `lakehouse resume` the table"
+            )
+        if new_spark != old_spark:
+            update = update.updateColumn(existing.name, ji.type_of(new_spark))
+        update = update.updateColumnDoc(existing.name, column_doc(new_type, change.column.comment))
+        if change.column.name and change.column.name != existing.name:
+            update = update.renameColumn(existing.name, change.column.name)
+    else:
+        raise CannotApply(f"unhandled schema change {type(change).__name__}")
+    update.commit()
+
+
+def _create(ctx: "RunContext", record: DDLRecord, table_schema) -> bool:
+    target = ctx.target(table_schema.schema, table_schema.table, refresh=True)
+    if target.exists:
+        if target.watermark >= record.commit_ts:
+            return False
+        # Upstream created it fresh at this ts: what we hold is older (e.g. inferred from rows): replace it.
+        ctx.ji.drop_table(target.namespace, target.name)
+    create_table(
+        ctx.ji, table_schema, ctx.changefeed, record.commit_ts,
+        _write_mode(ctx, table_schema.schema, table_schema.table),
+        _buckets(ctx, table_schema.schema, table_schema.table),
+        _summary(ctx, record),
+    )
+    ctx.target(table_schema.schema, table_schema.table, refresh=True)
+    return True
+
+
+def _rename(ctx: "RunContext", record: DDLRecord, change) -> bool:
+    ts = record.commit_ts
+    old = ctx.target(change.old_schema, change.old_table, refresh=True)
+    new = ctx.target(change.new_schema, change.new_table, refresh=True)
+    if new.exists and new.watermark >= ts:
+        return False
+    if old.exists and old.watermark < ts:
+        if new.exists:
+            raise CannotApply(f"RENAME: target {change.new_schema}.{change.new_table} already exists in the lake")
+        ctx.ji.create_namespace(new.namespace)
+        ctx.ji.rename_table(old.namespace, old.name, new.namespace, new.name)
+    elif not new.exists:
+        raise CannotApply(f"RENAME: source {change.old_schema}.{change.old_table} does not exist in the lake")
+    ctx.forget(change.old_schema, change.old_table)
+    renamed = ctx.target(change.new_schema, change.new_table, refresh=True)
+    jtable = ctx.ji.load(renamed.namespace, renamed.name)
+    tx = jtable.newTransaction()
+    props = tx.updateProperties().set("tidb.upstream-name", f"{change.new_schema}.{change.new_table}")
+    props.commit()
+    ctx.ji.commit_marker(tx, _summary(ctx, record))
+    tx.commitTransaction()
+    ctx.target(change.new_schema, change.new_table, refresh=True)
+    return True
+
+
+def apply_bootstrap(ctx: "RunContext", record: DDLRecord) -> None:
+    """Simple's BOOTSTRAP: create a missing table from the schema (never alters an existing one)."""
+    table_schema = table_schema_from_json(record.table_schema)
+    if table_schema is None:
+        return
+    target = ctx.target(table_schema.schema, table_schema.table)
+    if target.exists:
+        return
+    create_table(
+        ctx.ji, table_schema, ctx.changefeed, 0, _write_mode(ctx, table_schema.schema, table_schema.table),
+        _buckets(ctx, table_schema.schema, table_schema.table), ctx.summary(**{"tidb.created-from": "bootstrap"}),
+    )
+    ctx.target(table_schema.schema, table_schema.table, refresh=True)
+
+
+def apply_resolutions(ctx: "RunContext", resolutions: Iterable["HaltedTable"]) -> None:
+    """Operator decisions on halted tables: ``skip`` marks the DDL as applied (the operator changed the table
+    by hand), ``retry`` simply lets the run apply it again."""
+    for halt in resolutions:
+        if halt.resolution != "skip":
+            continue
+        target = ctx.target(halt.schema, halt.table, refresh=True)
+        if target.exists and target.watermark < halt.ddl_ts:
+            jtable = ctx.ji.load(target.namespace, target.name)
+            ctx.ji.commit_marker(
+                jtable, ctx.summary(**{RESOLVED_TS_PROPERTY: halt.ddl_ts, "tidb.ddl-skipped": halt.query[:2000]})
+            )
+            ctx.target(halt.schema, halt.table, refresh=True)
+
+
+__all__ = ["apply_ddl", "apply_bootstrap", "apply_resolutions", "tables_blocked", "CHANGEFEED_PROPERTY", "iceberg_name"]

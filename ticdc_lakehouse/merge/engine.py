@@ -1,0 +1,353 @@
+"""One merge run of a changefeed: landed segments -> Iceberg tables at the global resolved ts.
+
+The driver only plans: it reads small aggregates (per-partition resolved ts, the DDL list, per-table row counts)
+and issues one MERGE per table and DDL barrier. Decoding, collapsing and writing run in executors over the
+staged event files; no change set is ever collected.
+
+Order of work, following TiCDC's consumer:
+1. decode the landed records after each partition's restart offset, stage them once as Parquet;
+2. cut = min over all partitions of their resolved ts (capped by ``stop_ts``);
+3. for each DDL <= cut in commit-ts order: merge the rows of the tables it touches below its ts, then apply it
+   (atomically with its watermark); a DDL Iceberg cannot express halts only its table;
+4. merge every table's remaining rows up to the cut, recording the cut in each snapshot;
+5. write the checkpoint (cut, restart offsets, table snapshots) and tag the cut.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from ticdc_lakehouse.config import Settings
+from ticdc_lakehouse.decode import DecoderOptions
+from ticdc_lakehouse.iceberg.commit import callback_session
+from ticdc_lakehouse.iceberg.java_api import JavaIceberg
+from ticdc_lakehouse.iceberg.tables import (
+    TargetTable,
+    create_table,
+    describe,
+    iceberg_name,
+    schema_from_row_types,
+)
+from ticdc_lakehouse.merge import ddl_apply
+from ticdc_lakehouse.merge.decode_stage import decode_landed
+from ticdc_lakehouse.merge.flush import flush_table
+from ticdc_lakehouse.merge.plan import (
+    DDLRecord,
+    RunPlan,
+    TableKey,
+    latest_bootstraps,
+    merge_resolved,
+    order_ddls,
+    plan_run,
+    restart_offsets,
+    table_key,
+)
+from ticdc_lakehouse.state import Checkpoint, StateStore
+
+log = logging.getLogger(__name__)
+
+#: protocols whose TiCDC output carries no resolved ts by default: applied up to the landed end, per-key order
+PROTOCOLS_WITHOUT_RESOLVED_TS = {"avro"}
+#: cut used when a protocol has no resolved events: everything landed is applied
+UNBOUNDED_TS = (1 << 63) - 1
+
+
+@dataclass
+class MergeReport:
+    changefeed: str
+    run_id: str
+    protocol: str
+    previous_resolved_ts: int
+    resolved_ts: int
+    events_read: int = 0
+    tables_merged: list[str] = field(default_factory=list)
+    ddls_applied: list[str] = field(default_factory=list)
+    halted: list[dict[str, Any]] = field(default_factory=list)
+    dead_letters: int = 0
+    pending_tables: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class RunContext:
+    """Everything the DDL and flush steps share during one run."""
+
+    spark: Any
+    settings: Settings
+    changefeed: str
+    ji: JavaIceberg
+    state: StateStore
+    events: Any  # staged event DataFrame
+    run_id: str
+    halted: dict[TableKey, int]
+    row_stats: dict[TableKey, dict[str, Any]]
+    tables: dict[TableKey, TargetTable] = field(default_factory=dict)
+    report: Optional[MergeReport] = None
+    resolved_mode: bool = True
+
+    def summary(self, **extra: Any) -> dict[str, str]:
+        values = {"tidb.changefeed": self.changefeed, "tidb.run-id": self.run_id}
+        values.update({k: str(v) for k, v in extra.items()})
+        return values
+
+    def target(self, schema: str, table: str, refresh: bool = False) -> TargetTable:
+        key = table_key(schema, table)
+        if refresh or key not in self.tables:
+            self.tables[key] = describe(self.ji, schema, table)
+        return self.tables[key]
+
+    def forget(self, schema: str, table: str) -> None:
+        self.tables.pop(table_key(schema, table), None)
+
+    def halt(self, schema: str, table: str, ts: int, query: str, reason: str) -> None:
+        key = table_key(schema, table)
+        log.error("halting %s.%s at commit ts %s: %s (DDL: %s)", schema, table, ts, reason, query)
+        self.state.halt(self.changefeed, schema, table, ts, query, reason)
+        self.halted[key] = min(ts, self.halted.get(key, ts))
+        if self.report is not None:
+            self.report.halted.append({"table": f"{schema}.{table}", "ddl_ts": ts, "query": query, "reason": reason})
+
+    def flush(self, schema: str, table: str, upto_ts: int) -> None:
+        """Merge the table's rows below ``upto_ts`` (inclusive), unless it is halted below that."""
+        key = table_key(schema, table)
+        if key in self.halted and self.halted[key] <= upto_ts:
+            upto_ts = self.halted[key] - 1
+        target = self.target(schema, table)
+        if not target.exists:
+            target = self.create_from_rows(schema, table)
+            if target is None:
+                return
+        stats = self.row_stats.get(key)
+        after_ts = None if self.resolved_mode else -1
+        lower = target.watermark if after_ts is None else after_ts
+        has_rows = bool(stats) and stats["max_ts"] > lower and stats["min_ts"] <= upto_ts
+        if self.resolved_mode and upto_ts <= target.watermark:
+            return
+        result = flush_table(
+            self.spark, self.ji, self.settings.catalog_name, self.events, stats["schema"] if stats else schema,
+            stats["table"] if stats else table, target, upto_ts, has_rows, self.summary(), after_ts=after_ts,
+        )
+        if result.merged and self.report is not None and result.table not in self.report.tables_merged:
+            self.report.tables_merged.append(result.table)
+
+    def create_from_rows(self, schema: str, table: str) -> Optional[TargetTable]:
+        """A table with rows but no CREATE TABLE seen: create it from the rows' column types, if they have them."""
+        stats = self.row_stats.get(table_key(schema, table))
+        if not stats or not stats.get("column_types"):
+            if stats and self.report is not None:
+                self.report.pending_tables.append(f"{schema}.{table}")
+            return None
+        table_schema = schema_from_row_types(stats["schema"], stats["table"], stats["column_types"], stats["key_columns"])
+        create_table(
+            self.ji, table_schema, self.changefeed, 0,
+            self.settings.table_option(schema, table, "write_mode", "merge-on-read"),
+            int(self.settings.table_option(schema, table, "bucket_count", 16)),
+            self.summary(**{"tidb.created-from": "row-types"}),
+        )
+        return self.target(schema, table, refresh=True)
+
+
+def _ddl_records(rows) -> list[DDLRecord]:
+    return [
+        DDLRecord(
+            commit_ts=r["commit_ts"], schema=r["schema_name"] or "", table=r["table_name"] or "",
+            query=r["ddl_query"] or "", ddl_type=r["ddl_type"] or "", topic=r["topic"], partition=r["partition"],
+            offset=r["offset"], seq=r["seq"] or 0, table_schema=r["table_schema"], is_bootstrap=bool(r["is_bootstrap"]),
+        )
+        for r in rows
+    ]
+
+
+def _row_stats(events, cut: int) -> dict[TableKey, dict[str, Any]]:
+    """Per upstream table: row count and ts range below the cut, and one row's column types (small collect)."""
+    from pyspark.sql import functions as F
+
+    rows = events.filter((F.col("kind") == "row") & (F.col("commit_ts") <= cut))
+    grouped = rows.groupBy(F.lower("schema_name").alias("s"), F.lower("table_name").alias("t")).agg(
+        F.first("schema_name").alias("schema"),
+        F.first("table_name").alias("table"),
+        F.count(F.lit(1)).alias("rows"),
+        F.min("commit_ts").alias("min_ts"),
+        F.max("commit_ts").alias("max_ts"),
+        F.max_by(F.col("column_types"), F.size("column_types")).alias("column_types"),
+        F.max_by(F.col("key_columns"), F.size("column_types")).alias("key_columns"),
+    )
+    stats = {}
+    for r in grouped.collect():
+        types = list((r["column_types"] or {}).items())
+        stats[(r["s"], r["t"])] = {
+            "schema": r["schema"], "table": r["table"], "rows": r["rows"], "min_ts": r["min_ts"],
+            "max_ts": r["max_ts"], "column_types": types, "key_columns": list(r["key_columns"] or []),
+        }
+    return stats
+
+
+def _partition_aggregates(events, kind: str, column: str, how: str, cut: Optional[int] = None):
+    from pyspark.sql import functions as F
+
+    frame = events.filter(F.col("kind") == kind)
+    if cut is not None:
+        frame = frame.filter(F.col("commit_ts") <= cut)
+    agg = getattr(F, how)(column).alias("value")
+    return {(r["topic"], r["partition"]): r["value"] for r in frame.groupBy("topic", "partition").agg(agg).collect()}
+
+
+def run_merge(
+    spark,
+    settings: Settings,
+    changefeed: Optional[str] = None,
+    protocol: Optional[str] = None,
+    stop_ts: Optional[int] = None,
+    progress: Optional[Callable[[str], None]] = None,
+) -> MergeReport:
+    """Merge everything landed for ``changefeed`` up to its global resolved ts (see module doc)."""
+    from ticdc_lakehouse.landing.segments import known_partitions, landed_topics, list_segments
+    from ticdc_lakehouse.locks import changefeed_lock
+
+    started = time.monotonic()
+    cf = settings.changefeed(changefeed)
+    protocol = protocol or cf.protocol
+    say = progress or (lambda message: log.info(message))
+    with changefeed_lock(settings, cf.name), callback_session(spark):
+        state = StateStore(spark, settings.catalog_name)
+        checkpoint = state.latest_checkpoint(cf.name)
+        run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+        report = MergeReport(cf.name, run_id, protocol, checkpoint.resolved_ts, checkpoint.resolved_ts)
+        segments = list_segments(settings.landing_path, cf.name)
+        partitions = {
+            (topic, p) for topic in landed_topics(settings.landing_path, cf.name)
+            for p in known_partitions(settings.landing_path, cf.name, topic)
+        } | set(segments)
+        landed_end = {key: segs[-1].end for key, segs in segments.items() if segs}
+        start = checkpoint.restart_offsets
+        paths = [
+            str(seg.path) for key, segs in segments.items() for seg in segs if seg.end > start.get(key, 0)
+        ]
+        if not paths:
+            say(f"{cf.name}: nothing landed after the last checkpoint (cut {checkpoint.resolved_ts})")
+            report.seconds = time.monotonic() - started
+            return report
+        staging = settings.home / "staging" / cf.name
+        shutil.rmtree(staging, ignore_errors=True)  # leftovers of a crashed run
+        staged_path = staging / run_id
+        options = DecoderOptions(
+            schema_registry_url=cf.schema_registry_url or None, schema_registry_config=dict(cf.schema_registry)
+        )
+        say(f"{cf.name}: decoding {len(paths)} landed segment(s) with protocol {protocol}")
+        decode_landed(spark, paths, start, protocol, options).write.mode("overwrite").parquet(str(staged_path))
+        events = spark.read.parquet(str(staged_path))
+        try:
+            _merge_staged(spark, settings, cf.name, protocol, state, checkpoint, events, partitions, landed_end,
+                          report, stop_ts, say)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, events, partitions, landed_end, report,
+                  stop_ts, say) -> None:
+    from pyspark.sql import functions as F
+
+    resolved_mode = protocol not in PROTOCOLS_WITHOUT_RESOLVED_TS
+    seen_resolved = _partition_aggregates(events, "resolved", "commit_ts", "max")
+    partition_resolved = merge_resolved(checkpoint.partition_resolved, seen_resolved)
+    ddl_rows = events.filter(F.col("kind") == "ddl").select(
+        "commit_ts", "schema_name", "table_name", "ddl_query", "ddl_type", "topic", "partition", "offset", "seq",
+        "table_schema", "is_bootstrap",
+    ).collect()
+    records = _ddl_records(ddl_rows)
+    if resolved_mode:
+        plan = plan_run(partitions, partition_resolved, records, stop_ts)
+    else:
+        # no resolved events: everything landed is applied, each key in commit-ts order
+        max_ts = events.agg(F.max("commit_ts")).collect()[0][0] or 0
+        upto = min(max_ts, stop_ts) if stop_ts is not None else max_ts
+        plan = RunPlan(resolved_ts=upto, ddls=order_ddls(records, upto), bootstraps=latest_bootstraps(records))
+    cut = plan.resolved_ts
+    report.resolved_ts = max(cut, checkpoint.resolved_ts)
+    failures = events.filter(F.col("kind") == "error")
+    report.dead_letters = failures.count()
+    if report.dead_letters:
+        state.record_dead_letters(changefeed, failures, report.run_id)
+        say(f"{changefeed}: {report.dead_letters} undecodable message(s) sent to the dead-letter table")
+    halted = {table_key(h.schema, h.table): h.ddl_ts for h in state.halted(changefeed)}
+    ctx = RunContext(
+        spark=spark, settings=settings, changefeed=changefeed, ji=JavaIceberg(spark, settings.catalog_name),
+        state=state, events=events, run_id=report.run_id, halted=halted, row_stats=_row_stats(events, cut),
+        report=report, resolved_mode=resolved_mode,
+    )
+    ddl_apply.apply_resolutions(ctx, state.resolutions(changefeed))
+    for bootstrap in plan.bootstraps:
+        ddl_apply.apply_bootstrap(ctx, bootstrap)
+    say(f"{changefeed}: cut at resolved ts {cut}; {len(plan.ddls)} DDL(s); {len(ctx.row_stats)} table(s) with rows")
+    for record in plan.ddls:
+        for schema, table in ddl_apply.tables_blocked(ctx, record):
+            ctx.flush(schema, table, record.commit_ts - 1)
+        ddl_apply.apply_ddl(ctx, record)
+    tables = set(checkpoint.tables) | {f"{s}.{t}" for s, t in ctx.row_stats}
+    for key, stats in sorted(ctx.row_stats.items()):
+        ctx.flush(stats["schema"], stats["table"], cut)
+    for name in sorted(tables):
+        schema, _, table = name.partition(".")
+        target = ctx.target(schema, table)
+        if target.exists and table_key(schema, table) not in ctx.row_stats:
+            ctx.flush(schema, table, cut)
+    # the cut: every live table of the changefeed and its snapshot
+    cut_tables: dict[str, Optional[int]] = {}
+    for name in sorted(tables | {f"{k[0]}.{k[1]}" for k in ctx.tables}):
+        schema, _, table = name.partition(".")
+        namespace, tname = iceberg_name(schema, table)
+        if ctx.ji.table_exists(namespace, tname):
+            snapshot = ctx.ji.load(namespace, tname).currentSnapshot()
+            cut_tables[f"{namespace}.{tname}"] = snapshot.snapshotId() if snapshot is not None else None
+    # where to read next time: the first event of each partition not applied yet
+    bound = plan.safe_bound(ctx.halted) if resolved_mode else cut
+    new_restart = restart_offsets(checkpoint.restart_offsets, landed_end, _first_unapplied(events, ctx, bound, cut))
+    state.write_checkpoint(
+        Checkpoint(
+            changefeed=changefeed, resolved_ts=max(cut, checkpoint.resolved_ts), run_id=report.run_id,
+            restart_offsets=new_restart, partition_resolved=partition_resolved, tables=cut_tables,
+            landed_end=landed_end, protocol=protocol,
+        )
+    )
+    if resolved_mode and cut > checkpoint.resolved_ts:
+        from ticdc_lakehouse.timetravel import tag_cut
+
+        tag_cut(spark, settings, cut, cut_tables)
+    report.resolved_ts = max(cut, checkpoint.resolved_ts)
+    say(f"{changefeed}: committed cut {report.resolved_ts} to {len(cut_tables)} table(s)")
+
+
+def _first_unapplied(events, ctx: RunContext, bound: int, cut: int) -> dict:
+    """Per partition, the smallest offset of a row or DDL not applied by this run: above the safe bound, or
+    kept pending because its table's schema is still unknown (Simple DML before its schema arrives)."""
+    from pyspark.sql import functions as F
+
+    unapplied = F.col("commit_ts") > bound
+    pending = [key for key, stats in ctx.row_stats.items() if not ctx.target(stats["schema"], stats["table"]).exists]
+    for schema, table in pending:
+        unapplied = unapplied | (
+            (F.col("kind") == "row") & (F.lower("schema_name") == schema) & (F.lower("table_name") == table)
+        )
+    frame = events.filter(F.col("kind").isin("row", "ddl") & unapplied)
+    grouped = frame.groupBy("topic", "partition").agg(F.min("offset").alias("first"))
+    return {(r["topic"], r["partition"]): r["first"] for r in grouped.collect()}
+
+
+def staged_events_path(settings: Settings, changefeed: str) -> Path:
+    return settings.home / "staging" / changefeed
+
+
+def report_json(report: MergeReport) -> str:
+    return json.dumps(report.as_dict(), default=str)

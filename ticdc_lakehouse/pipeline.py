@@ -1,0 +1,99 @@
+"""The pipeline's entry points, shared by the CLI, the Airflow operators and spark-submit jobs.
+
+Each returns a plain JSON-able dict (for XCom and ``--format json``) and raises on failure, after whatever it
+could do safely has been made durable.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from ticdc_lakehouse.config import Settings
+
+Progress = Optional[Callable[[str], None]]
+
+
+def _landing_summary(report) -> dict[str, Any]:
+    to_dict = getattr(report, "to_dict", None)
+    return to_dict() if callable(to_dict) else {"report": str(report)}
+
+
+def land(settings: Settings, changefeed: Optional[str] = None, progress: Progress = None) -> dict[str, Any]:
+    """Land every partition of the changefeed's topics up to the end offsets seen at the start."""
+    from ticdc_lakehouse.landing import land_from_kafka
+
+    cf = settings.changefeed(changefeed)
+    report = land_from_kafka(cf, settings.landing_path, progress=_landing_progress(progress))
+    return {"ok": True, "changefeed": cf.name, "landing": _landing_summary(report)}
+
+
+def _landing_progress(progress: Progress):
+    if progress is None:
+        return None
+
+    def notify(item) -> None:
+        progress(
+            f"landed {item.topic}[{item.partition}] offsets {item.start}..{item.end}: "
+            f"{item.records} records, {item.bytes} bytes"
+        )
+
+    return notify
+
+
+def merge(settings: Settings, changefeed: Optional[str] = None, protocol: Optional[str] = None,
+          stop_ts: Optional[int] = None, progress: Progress = None, spark=None) -> dict[str, Any]:
+    """Merge what has landed up to the global resolved ts (one Spark session for every table)."""
+    from ticdc_lakehouse.merge.engine import run_merge
+    from ticdc_lakehouse.spark_session import get_spark
+
+    session = spark or get_spark(settings, "lakehouse-merge")
+    report = run_merge(session, settings, changefeed, protocol, stop_ts, progress)
+    return {"ok": not report.halted, "merge": report.as_dict()}
+
+
+def backfill(settings: Settings, archive: Path, changefeed: Optional[str] = None, protocol: Optional[str] = None,
+             stop_ts: Optional[int] = None, progress: Progress = None, spark=None) -> dict[str, Any]:
+    """Land an archived topic (Kafka log segments) incrementally, then merge it.
+
+    A corrupt batch stops the landing of its partition (what precedes it lands); the merge still runs over what
+    landed, and the error is raised afterwards so the command exits non-zero saying what to fix.
+    """
+    from ticdc_lakehouse.landing import land_from_archive
+    from ticdc_lakehouse.landing.errors import ArchiveCorruptError
+
+    cf = settings.changefeed(changefeed)
+    if not Path(archive).is_dir():
+        raise FileNotFoundError(f"archive directory {archive} does not exist")
+    corrupt: Optional[ArchiveCorruptError] = None
+    try:
+        landing = land_from_archive(archive, settings.landing_path, cf.name, progress=_landing_progress(progress))
+    except ArchiveCorruptError as exc:
+        corrupt = exc
+        landing = getattr(exc, "report", None)
+    result = merge(settings, cf.name, protocol or cf.protocol, stop_ts, progress, spark)
+    result["landing"] = _landing_summary(landing) if landing is not None else None
+    if corrupt is not None:
+        raise corrupt
+    return result
+
+
+def run_cycle(settings: Settings, changefeed: Optional[str] = None, progress: Progress = None,
+              spark=None) -> dict[str, Any]:
+    """One scheduled cycle: land from Kafka, then merge (what ``lakehouse run`` and the DAG do)."""
+    landed = land(settings, changefeed, progress)
+    merged = merge(settings, changefeed, None, None, progress, spark)
+    return {"ok": merged["ok"], "landing": landed["landing"], "merge": merged["merge"]}
+
+
+def resume_table(settings: Settings, table: str, action: str, changefeed: Optional[str] = None, spark=None) -> int:
+    """Resolve a table's halt: ``skip`` (the DDL counts as applied) or ``retry`` (apply it again)."""
+    from ticdc_lakehouse.spark_session import get_spark
+    from ticdc_lakehouse.state import StateStore
+
+    schema, _, name = table.partition(".")
+    if not name:
+        raise ValueError("give the table as schema.table")
+    session = spark or get_spark(settings, "lakehouse-resume")
+    cf = settings.changefeed(changefeed)
+    return StateStore(session, settings.catalog_name).resolve_halt(cf.name, schema, name, action)

@@ -1,0 +1,206 @@
+"""The one Spark session factory every job uses.
+
+Why one factory: the Iceberg runtime jar, the JDBC catalog ``lake`` and its driver must be configured the same
+way by the CLI, the Airflow tasks, ``spark-submit`` jobs and the tests, or they would read different catalogs.
+
+Jars come from the machine, never from Maven (unreachable here): the Iceberg Spark runtime from the pinned wheel
+``snowpark-connect-deps-iceberg==1.0.2`` and the JDBC drivers from Debian's packages.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+from ticdc_lakehouse.config import Settings
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
+
+ICEBERG_JAR_NAME = "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
+#: a class that the stripped 1.0.3 jar lacks: its absence means CREATE TABLE would fail later
+ICEBERG_SHADED_JACKSON_CLASS = "org/apache/iceberg/shaded/com/fasterxml/jackson/databind/ObjectMapper.class"
+DEBIAN_JAR_DIR = Path("/usr/share/java")
+DEBIAN_JNI_DIR = Path("/usr/lib/x86_64-linux-gnu/jni")
+SQLITE_JARS = ("sqlite-jdbc.jar", "xerial-sqlite-jdbc.jar")
+POSTGRES_JARS = ("postgresql.jar",)
+
+
+class StackError(RuntimeError):
+    """The installed stack is not the pinned one; the message says what to fix."""
+
+
+def iceberg_runtime_jar() -> Path:
+    """Path of the complete Iceberg 1.10.2 Spark runtime jar, verified to contain the shaded Jackson classes."""
+    try:
+        import snowpark_connect_deps_iceberg  # type: ignore[import-not-found]
+    except ImportError as exc:
+        raise StackError(
+            "snowpark-connect-deps-iceberg is not installed; run `make setup` "
+            "(it pins snowpark-connect-deps-iceberg==1.0.2, which ships the complete Iceberg runtime jar)"
+        ) from exc
+    jar_dir = Path(snowpark_connect_deps_iceberg.__file__).parent / "jars"
+    jar = jar_dir / ICEBERG_JAR_NAME
+    if not jar.is_file():
+        found = sorted(p.name for p in jar_dir.glob("*.jar"))
+        raise StackError(f"{ICEBERG_JAR_NAME} not found in {jar_dir} (found: {found}); pin snowpark-connect-deps-iceberg==1.0.2")
+    with zipfile.ZipFile(jar) as archive:
+        try:
+            archive.getinfo(ICEBERG_SHADED_JACKSON_CLASS)
+        except KeyError:
+            raise StackError(
+                f"{jar} is a stripped Iceberg runtime (no shaded Jackson): CREATE TABLE would fail with "
+                "NoClassDefFoundError. Install snowpark-connect-deps-iceberg==1.0.2 exactly (1.0.3 is broken)."
+            ) from None
+    return jar
+
+
+def check_pyspark_version() -> str:
+    import pyspark
+
+    if not pyspark.__version__.startswith("3.5"):
+        raise StackError(
+            f"pyspark {pyspark.__version__} is installed, 3.5.x is required. A 6.x apache-spark Airflow provider "
+            "pulls pyspark-client 4.x which overwrites pyspark: pin apache-airflow-providers-apache-spark==5.6.0 "
+            "and reinstall pyspark==3.5.9."
+        )
+    return pyspark.__version__
+
+
+def _first_existing(names: tuple[str, ...]) -> Optional[Path]:
+    for name in names:
+        path = DEBIAN_JAR_DIR / name
+        if path.is_file():
+            return path
+    return None
+
+
+def jdbc_driver_jar(catalog_uri: str) -> Path:
+    """The JDBC driver jar for the catalog URI (SQLite or PostgreSQL) from Debian's packages."""
+    if catalog_uri.startswith("jdbc:sqlite:"):
+        jar = _first_existing(SQLITE_JARS)
+        package = "libxerial-sqlite-jdbc-java libxerial-sqlite-jdbc-jni"
+    elif catalog_uri.startswith("jdbc:postgresql:"):
+        jar = _first_existing(POSTGRES_JARS)
+        package = "libpostgresql-jdbc-java"
+    else:
+        raise StackError(f"unsupported catalog URI {catalog_uri!r}: use jdbc:sqlite:PATH or jdbc:postgresql://...")
+    if jar is None:
+        raise StackError(f"JDBC driver for {catalog_uri.split(':')[1]} missing: apt-get install {package}")
+    return jar
+
+
+@dataclass(frozen=True)
+class SparkPlan:
+    """Everything needed to build (or spark-submit) a session, as plain data."""
+
+    master: str
+    app_name: str
+    conf: dict[str, str]
+    jars: tuple[str, ...]
+
+
+def spark_plan(settings: Settings, app_name: Optional[str] = None) -> SparkPlan:
+    """The session settings for this deployment; pure, so spark-submit and tests share it."""
+    catalog = settings.catalog_name
+    uri = settings.catalog_uri
+    jars = (str(iceberg_runtime_jar()), str(jdbc_driver_jar(uri)))
+    spark = settings.spark
+    prefix = f"spark.sql.catalog.{catalog}"
+    java_opts = f"-Djava.library.path={DEBIAN_JNI_DIR} -Dorg.sqlite.lib.path={DEBIAN_JNI_DIR} -Dorg.sqlite.lib.name=libsqlitejdbc.so"
+    conf: dict[str, str] = {
+        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        prefix: "org.apache.iceberg.spark.SparkCatalog",
+        f"{prefix}.type": "jdbc",
+        f"{prefix}.uri": uri,
+        f"{prefix}.warehouse": settings.warehouse,
+        f"{prefix}.jdbc.schema-version": "V1",
+        # Schema changes are also committed from pyiceberg and other processes: never serve stale metadata.
+        f"{prefix}.cache-enabled": "false",
+        "spark.sql.defaultCatalog": catalog,
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": str(spark["shuffle_partitions"]),
+        "spark.driver.memory": str(spark["driver_memory"]),
+        "spark.executor.memory": str(spark["executor_memory"]),
+        "spark.driver.extraJavaOptions": java_opts,
+        "spark.executor.extraJavaOptions": java_opts,
+        "spark.driver.extraLibraryPath": str(DEBIAN_JNI_DIR),
+        "spark.executor.extraLibraryPath": str(DEBIAN_JNI_DIR),
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.adaptive.enabled": "true",
+        "spark.sql.warehouse.dir": str(settings.home / "spark-warehouse"),
+    }
+    if str(spark["master"]).startswith("local"):
+        # A local session talks to itself only: stay on loopback whatever the host name resolves to.
+        conf["spark.driver.host"] = "127.0.0.1"
+        conf["spark.driver.bindAddress"] = "127.0.0.1"
+    if settings.catalog_user:
+        conf[f"{prefix}.jdbc.user"] = settings.catalog_user
+    if settings.catalog_password:
+        conf[f"{prefix}.jdbc.password"] = settings.catalog_password
+    conf.update({str(k): str(v) for k, v in spark.get("conf", {}).items()})
+    return SparkPlan(master=str(spark["master"]), app_name=app_name or spark["app_name"], conf=conf, jars=jars)
+
+
+def get_spark(settings: Settings, app_name: Optional[str] = None) -> "SparkSession":
+    """Build (or reuse) the session: paid once per run, shared by every table the run touches."""
+    check_pyspark_version()
+    plan = spark_plan(settings, app_name)
+    settings.home.mkdir(parents=True, exist_ok=True)
+    if plan.conf[f"spark.sql.catalog.{settings.catalog_name}.uri"].startswith("jdbc:sqlite:"):
+        Path(settings.catalog_uri[len("jdbc:sqlite:"):]).parent.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON") or _python())
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(plan.master).appName(plan.app_name)
+    builder = builder.config("spark.jars", ",".join(plan.jars))
+    for key, value in plan.conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _python() -> str:
+    import sys
+
+    return sys.executable
+
+
+def pyiceberg_catalog(settings: Settings):
+    """The same JDBC catalog, opened from pyiceberg's ``SqlCatalog`` under the same name.
+
+    pyiceberg speaks SQLAlchemy URLs; the JDBC URI is translated (``jdbc:sqlite:/p`` -> ``sqlite:////p``,
+    ``jdbc:postgresql://h/db`` -> ``postgresql+psycopg2://user:pw@h/db``).
+    """
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    return SqlCatalog(settings.catalog_name, uri=sqlalchemy_uri(settings), warehouse=Path(settings.warehouse).as_uri())
+
+
+def sqlalchemy_uri(settings: Settings) -> str:
+    uri = settings.catalog_uri
+    if uri.startswith("jdbc:sqlite:"):
+        return "sqlite:///" + str(Path(uri[len("jdbc:sqlite:"):]).resolve())
+    if uri.startswith("jdbc:postgresql://"):
+        from urllib.parse import quote
+
+        rest = uri[len("jdbc:postgresql://"):]
+        auth = ""
+        if settings.catalog_user:
+            auth = quote(settings.catalog_user, safe="")
+            if settings.catalog_password:
+                auth += ":" + quote(settings.catalog_password, safe="")
+            auth += "@"
+        return f"postgresql+psycopg2://{auth}{rest}"
+    raise StackError(f"unsupported catalog URI {uri!r}")
+
+
+def list_jars() -> list[str]:
+    return sorted(glob.glob(str(DEBIAN_JAR_DIR / "*.jar")))

@@ -1,0 +1,123 @@
+"""Consistent cuts across tables, by upstream TSO or wall-clock time.
+
+Every merge run ends at one global resolved ts and records, in the ``checkpoints`` control table, each table's
+snapshot at that cut; it also tags each table ``tso_<ts>``. Reading "every table as of TSO X" therefore means:
+pick the greatest recorded cut <= X and read each table at its snapshot in that cut. Spark SQL is rewritten with
+sqlglot so that ``shop.orders`` becomes ``shop.orders.snapshot_id_<id>`` (Iceberg's snapshot selector); plain
+Spark users get the same with ``SELECT ... FROM shop.orders VERSION AS OF 'tso_<ts>'``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Mapping, Optional
+
+from ticdc_lakehouse.config import Settings
+from ticdc_lakehouse.iceberg.tables import quote
+from ticdc_lakehouse.state import Checkpoint, StateStore
+
+TSO_LOGICAL_BITS = 18
+TAG_PREFIX = "tso_"
+
+
+class AsOfError(ValueError):
+    """The requested point in time cannot be served (beyond what is applied, or before the first cut)."""
+
+
+def tso_to_datetime(tso: int) -> datetime:
+    """The upstream wall-clock time (UTC) of a TSO: its physical part is Unix milliseconds."""
+    return datetime.fromtimestamp((tso >> TSO_LOGICAL_BITS) / 1000, tz=timezone.utc)
+
+
+def datetime_to_tso(moment: datetime) -> int:
+    """The greatest TSO at ``moment`` (every commit at or before it), for ``--as-of-time``."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    millis = int(moment.timestamp() * 1000)
+    return (millis << TSO_LOGICAL_BITS) | ((1 << TSO_LOGICAL_BITS) - 1)
+
+
+def parse_time(text: str) -> datetime:
+    """``YYYY-MM-DD HH:MM:SS[.ffffff]`` (UTC unless an offset is given, e.g. ``+08:00``)."""
+    try:
+        return datetime.fromisoformat(text.strip().replace(" ", "T", 1))
+    except ValueError as exc:
+        raise AsOfError(f"not a time: {text!r}; expected 'YYYY-MM-DD HH:MM:SS'") from exc
+
+
+def choose_cut(checkpoints: list[Checkpoint], tso: int) -> Checkpoint:
+    """The checkpoint with the greatest resolved ts <= ``tso``."""
+    if not checkpoints:
+        raise AsOfError("nothing has been applied yet: no consistent cut exists")
+    latest = max(c.resolved_ts for c in checkpoints)
+    if tso > latest:
+        raise AsOfError(
+            f"TSO {tso} ({tso_to_datetime(tso):%Y-%m-%d %H:%M:%S} UTC) is beyond what has been applied: the latest "
+            f"cut is {latest} ({tso_to_datetime(latest):%Y-%m-%d %H:%M:%S} UTC)"
+        )
+    eligible = [c for c in checkpoints if c.resolved_ts <= tso and c.resolved_ts > 0]
+    if not eligible:
+        first = min(c.resolved_ts for c in checkpoints if c.resolved_ts > 0) if any(c.resolved_ts for c in checkpoints) else 0
+        raise AsOfError(f"TSO {tso} is before the first applied cut ({first})")
+    return max(eligible, key=lambda c: (c.resolved_ts, c.committed_at or datetime.min))
+
+
+def rewrite_as_of(sql: str, snapshots: Mapping[str, Optional[int]], catalog: str) -> str:
+    """Point every table reference of ``sql`` that belongs to the cut at its snapshot in the cut."""
+    import sqlglot
+    from sqlglot import exp
+
+    tree = sqlglot.parse_one(sql, read="spark")
+    lowered = {name.lower(): snap for name, snap in snapshots.items()}
+    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+
+    def visit(node: exp.Expression) -> exp.Expression:
+        if not isinstance(node, exp.Table) or not node.name:
+            return node
+        if not node.db and node.name.lower() in ctes:
+            return node
+        if node.catalog and node.catalog.lower() != catalog.lower():
+            return node
+        if not node.db:
+            raise AsOfError(f"use schema-qualified names with an as-of query (got {node.name!r})")
+        key = f"{node.db}.{node.name}".lower()
+        if key not in lowered:
+            raise AsOfError(f"table {key} was not part of the changefeed at that cut (it did not exist yet)")
+        snapshot = lowered[key]
+        if snapshot is None:
+            raise AsOfError(f"table {key} had no snapshot at that cut")
+        replacement = exp.Table(
+            this=exp.to_identifier(f"snapshot_id_{snapshot}", quoted=True),
+            db=exp.to_identifier(node.name.lower(), quoted=True),
+            catalog=exp.to_identifier(node.db.lower(), quoted=True),
+            alias=node.args.get("alias") or exp.TableAlias(this=exp.to_identifier(node.name, quoted=True)),
+        )
+        return replacement
+
+    return tree.transform(visit).sql(dialect="spark")
+
+
+def as_of_sql(spark, settings: Settings, sql: str, tso: int, changefeed: Optional[str] = None) -> str:
+    """``sql`` rewritten to read every table at the greatest cut <= ``tso`` of the changefeed."""
+    state = StateStore(spark, settings.catalog_name)
+    name = changefeed or settings.changefeed().name
+    checkpoints = state.checkpoints(name)
+    if not checkpoints:
+        raise AsOfError(f"changefeed {name!r} has no applied cut yet")
+    cut = choose_cut(checkpoints, tso)
+    return rewrite_as_of(sql, cut.tables, settings.catalog_name)
+
+
+def tag_cut(spark, settings: Settings, cut: int, tables: Mapping[str, Optional[int]]) -> None:
+    """Tag each table's snapshot at the cut ``tso_<cut>`` so plain Spark can read the cut, and so maintenance
+    keeps it for ``maintenance.retain_cuts_days``."""
+    days = int(settings.raw["maintenance"]["retain_cuts_days"])
+    for name, snapshot in tables.items():
+        if snapshot is None:
+            continue
+        namespace, _, table = name.partition(".")
+        target = f"{quote(settings.catalog_name)}.{quote(namespace)}.{quote(table)}"
+        spark.sql(
+            f"ALTER TABLE {target} CREATE OR REPLACE TAG {quote(TAG_PREFIX + str(cut))} "
+            f"AS OF VERSION {int(snapshot)} RETAIN {days} DAYS"
+        )
