@@ -2,7 +2,7 @@
 
 Usage in a test module::
 
-    from broker_fixture import kafka_broker, create_topic, produce  # noqa: F401  (pytest finds the fixture)
+    from tests.broker_fixture import kafka_broker, create_topic, produce  # noqa: F401  (pytest finds the fixture)
 
 ``kafka_broker`` (session) yields ``"127.0.0.1:PORT"`` of a broker shared by the whole test session; tests that
 stop/restart a broker (reliability) take ``private_broker`` instead, a :class:`Broker` of their own with

@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from broker_fixture import create_topic, kafka_broker, private_broker, produce, unique_topic  # noqa: F401
+from tests.broker_fixture import create_topic, kafka_broker, private_broker, produce, unique_topic  # noqa: F401
 from ticdc_lakehouse.config import ChangefeedConfig
 from ticdc_lakehouse.landing import (
     DataLossError,
@@ -77,7 +77,7 @@ def test_first_and_incremental_landing_of_three_partitions(kafka_broker, tmp_pat
     assert known_partitions(tmp_path, cf.name, topic) == [0, 1, 2, 3]  # partition 3 never received anything
     assert payload(tmp_path, cf, topic, 1)[:2] == [(0, b"k1", b"v1", headers), (1, b"k4", b"v4", headers)]
     assert report.records == 30 and report.files == 3 and not report.data_loss
-    assert [(p.partition, p.start, p.end, p.records) for p in seen] == [
+    assert sorted((p.partition, p.start, p.end, p.records) for p in seen) == [
         (0, 0, 10, 10), (1, 0, 10, 10), (2, 0, 10, 10), (3, 0, 0, 0)]
     assert committed(kafka_broker, cf.group_id, topic, 4)[:3] == [10, 10, 10]
     table = read_segment(list_segments(tmp_path, cf.name)[(topic, 0)][0].path)
@@ -159,8 +159,9 @@ def test_rerun_after_crashes_lands_the_same_ranges_once(kafka_broker, tmp_path):
         raise KeyboardInterrupt("process killed after the first partition")
 
     with pytest.raises(KeyboardInterrupt):
-        land_from_kafka(cf, tmp_path, progress=crash_after_first)
+        land_from_kafka(cf, tmp_path, progress=crash_after_first, parallel=1)
     assert ranges(tmp_path, cf) == {(topic, 0): [(0, 4)]}
+    assert not list(tmp_path.rglob("*.tmp"))  # the partitions being read when it died were aborted
 
     # a crash in the middle of partition 1's file leaves a temp file; a crash after a rename, before the
     # group offset commit, leaves a landed file the group does not know about
@@ -176,6 +177,23 @@ def test_rerun_after_crashes_lands_the_same_ranges_once(kafka_broker, tmp_path):
     assert committed(kafka_broker, cf.group_id, topic, 3) == [4, 4, 4]
     assert report.partition(topic, 0).records == 0 and report.partition(topic, 0).committed is True
     assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_a_crash_while_several_partitions_are_read_keeps_only_complete_ones(kafka_broker, tmp_path):
+    topic = create_topic(kafka_broker, unique_topic("parallel"), partitions=3)
+    produce(kafka_broker, topic, [(None, b"%d" % i * 3000, None, i % 3) for i in range(600)])
+    cf = changefeed(kafka_broker, topic)
+
+    def crash(item):
+        raise SystemExit("killed")
+
+    with pytest.raises(SystemExit):
+        land_from_kafka(cf, tmp_path, progress=crash, parallel=3)
+    survived = ranges(tmp_path, cf)  # whole segments only (some may have become durable before the crash)
+    assert survived and all(r == [(0, 200)] for r in survived.values())
+    assert not list(tmp_path.rglob("*.tmp"))
+    land_from_kafka(cf, tmp_path, parallel=3)
+    assert ranges(tmp_path, cf) == {(topic, p): [(0, 200)] for p in range(3)}
 
 
 def test_retention_loss_fails_unless_allowed_and_is_recorded(kafka_broker, tmp_path):
@@ -212,7 +230,7 @@ def test_broker_down_mid_run_times_out_cleanly_and_rerun_continues(private_broke
         private_broker.stop()
 
     with pytest.raises(LandingTimeoutError, match=rf"{topic}/1 range \[0, 10\) made no progress") as failure:
-        land_from_kafka(cf, tmp_path, progress=stop_broker_after_first, timeout_s=3)
+        land_from_kafka(cf, tmp_path, progress=stop_broker_after_first, timeout_s=3, parallel=1)
     assert ranges(tmp_path, cf) == {(topic, 0): [(0, 10)]}
     assert not list(tmp_path.rglob("*.tmp"))
     assert failure.value.report.partition(topic, 0).records == 10

@@ -389,7 +389,8 @@ def mysql_type_values(draw: st.DrawFn, bare: bool = True) -> MySQLType:
         scale = None if precision is None else draw(st.integers(0, min(precision, 30)))
         return MySQLType("decimal", unsigned=draw(st.booleans()), length=precision, scale=scale)
     if kind == "temporal":
-        return MySQLType(draw(st.sampled_from(sorted(mt.TEMPORAL_FSP_TYPES))), fsp=draw(st.sampled_from([None, 1, 3, 6])))
+        base = draw(st.sampled_from(sorted(mt.TEMPORAL_FSP_TYPES)))
+        return MySQLType(base, fsp=draw(st.sampled_from([None, 1, 3, 6])))
     if kind == "fixed":
         return MySQLType(draw(st.sampled_from(["char", "binary"])), length=draw(maybe(st.integers(0, 255))))
     if kind == "var":

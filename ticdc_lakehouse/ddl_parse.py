@@ -25,22 +25,24 @@ Decisions worth knowing:
 * Statements that change rows without row events (``TRUNCATE``/``DROP``/``EXCHANGE PARTITION``, ``RECOVER`` and
   ``FLASHBACK TABLE``) are :class:`Unsupported`, never silently metadata-only.
 
-sqlglot does not know a few TiDB/MySQL forms. They are handled in three narrow, commented places: a dialect that
-fixes MySQL type aliases sqlglot maps wrongly (``INT8``, ``REAL``, ``LONG``, ``FLOAT UNSIGNED``), a token-level
-removal of TiDB-only words that carry no schema (``CLUSTERED``, ``AUTO_RANDOM(n)``), and small regexes that only
-*classify* statements sqlglot turns into an opaque ``Command`` or rejects (RENAME TABLE, partition and TiFlash
-clauses, ``ADD COLUMN (a int, b int)`` whose column list is then parsed by sqlglot again).
+sqlglot does not know a few TiDB/MySQL forms. They are handled in narrow, commented places, never by a SQL parser
+of our own: a dialect subclass that fixes type aliases sqlglot maps wrongly (``INT8``, ``REAL``, ``LONG``,
+``FLOAT UNSIGNED``); a token-level removal of words that carry no schema (``CLUSTERED``, ``AUTO_RANDOM(n)``,
+``COLUMN_FORMAT``/``STORAGE``); a CREATE TABLE retried without its table options (``PARTITION BY ... (...)``,
+``TTL = ...``); and small regexes that only *classify* statements sqlglot turns into an opaque ``Command`` or
+rejects (RENAME TABLE, partition/TiFlash/TTL/placement clauses, RECOVER/FLASHBACK, and ``ADD COLUMN (a int, b
+int)``, whose column list is then parsed by sqlglot again).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import threading
 from dataclasses import dataclass
 from typing import Iterable, Optional, Union
 
-import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.mysql import MySQL
 from sqlglot.errors import ParseError, TokenError
@@ -149,8 +151,16 @@ class SetDefault:
 class MetadataOnly:
     """A statement with no effect on the Iceberg schema or rows (indexes, table options, TiFlash, views...).
 
-    ``statement_kind`` names it, e.g. ``ADD_INDEX``, ``DROP_INDEX``, ``ADD_PRIMARY_KEY``, ``TABLE_OPTION``,
-    ``PARTITION``, ``SET_TIFLASH_REPLICA``, ``CREATE_VIEW``. ``table`` is empty for database-level statements.
+    ``statement_kind`` is one of: ``ADD_INDEX``, ``DROP_INDEX``, ``ALTER_INDEX``, ``RENAME_INDEX``,
+    ``ADD_PRIMARY_KEY``, ``DROP_PRIMARY_KEY`` (the row events' key columns change; the merge engine may want to
+    look), ``ADD_FOREIGN_KEY``, ``DROP_FOREIGN_KEY``, ``ADD_CHECK``, ``DROP_CONSTRAINT``, ``TABLE_OPTION``,
+    ``TABLE_CHARSET``, ``TABLE_COMMENT``, ``AUTO_INCREMENT``, ``CACHE``, ``PARTITION`` (only the partitioning
+    changes that keep rows), ``SET_TIFLASH_REPLICA``, ``PLACEMENT_POLICY``, ``RESOURCE_GROUP``, ``TTL``,
+    ``COLUMN_VISIBILITY``, ``ADD_VIRTUAL_COLUMN``/``MODIFY_VIRTUAL_COLUMN`` (never replicated),
+    ``CREATE_TEMPORARY_TABLE``/``DROP_TEMPORARY_TABLE``, ``CREATE_VIEW``/``DROP_VIEW``/``ALTER_VIEW``,
+    ``CREATE_SEQUENCE``/``DROP_SEQUENCE``, ``VIEW``/``SEQUENCE`` (statements only classified by the fallback),
+    ``ALTER_DATABASE``, or the protocol's ``ddl_type`` for unreadable index DDL. ``table`` is empty for
+    statements on a database or the cluster.
     """
 
     schema: str
@@ -315,7 +325,7 @@ def _statement(sql: str, schema: str, ddl_type: Optional[str]) -> list[SchemaCha
     try:
         return _map_tree(tree, schema)
     except _Unmappable as exc:
-        return [Unsupported(schema, _table_hint(tree, schema), str(exc))]
+        return [Unsupported(schema, _table_hint(tree), str(exc))]
 
 
 class _QuietCommandFallback(logging.Filter):
@@ -370,16 +380,20 @@ def _has_code(sql: str) -> bool:
         return True
 
 
-_COLUMN_NAME_CONTEXT = {"ADD", "COLUMN", "MODIFY", "CHANGE", "DROP", "AFTER", "ALTER", "RENAME", "TO", "EXISTS"}
+_ATTRIBUTE_PREDECESSORS = {TokenType.R_PAREN, TokenType.NULL, TokenType.PRIMARY_KEY, TokenType.NUMBER,
+                           TokenType.STRING, *_TiCDCLakehouseMySQL.Parser.TYPE_TOKENS}
+_ATTRIBUTE_WORDS = {"UNSIGNED", "SIGNED", "ZEROFILL", "AUTO_INCREMENT", "KEY", "UNIQUE", "CLUSTERED", "NONCLUSTERED"}
 
 
 def _in_column_attributes(prev: Optional[Token]) -> bool:
-    """True when a word cannot be a column name here (it follows a type or another attribute)."""
-    return (
-        prev is not None
-        and prev.token_type not in (TokenType.L_PAREN, TokenType.COMMA)
-        and prev.text.upper() not in _COLUMN_NAME_CONTEXT
-    )
+    """True when the previous token ends a column type or attribute, so the next word is an attribute too.
+
+    A whitelist, so that a table or column *named* ``storage`` or ``auto_random`` (after TABLE, ``(``, ``,``,
+    ADD, ...) is never touched.
+    """
+    if prev is None:
+        return False
+    return prev.token_type in _ATTRIBUTE_PREDECESSORS or prev.text.upper() in _ATTRIBUTE_WORDS
 
 
 def _strip_tidb_only_words(sql: str) -> str:
@@ -395,10 +409,10 @@ def _strip_tidb_only_words(sql: str) -> str:
     except TokenError:
         return sql
     spans: list[tuple[int, int]] = []
+    prev: Optional[Token] = None  # the last token that stays
     i = 0
     while i < len(tokens):
         tok = tokens[i]
-        prev: Optional[Token] = tokens[i - 1] if i else None
         word = tok.text.upper() if tok.token_type == TokenType.VAR else None
         if word in ("CLUSTERED", "NONCLUSTERED") and prev is not None and (
             prev.token_type == TokenType.R_PAREN or prev.text.upper().endswith("KEY")
@@ -417,6 +431,8 @@ def _strip_tidb_only_words(sql: str) -> str:
         elif word in ("COLUMN_FORMAT", "STORAGE") and _in_column_attributes(prev) and i + 1 < len(tokens):
             spans.append((tok.start, tokens[i + 1].end))
             i += 1
+        else:
+            prev = tok
         i += 1
     for start, end in reversed(spans):
         sql = sql[:start] + " " + sql[end + 1 :]
@@ -475,6 +491,8 @@ def _drop(tree: exp.Drop, schema: str) -> list[SchemaChange]:
     tables = tree.args.get("tables") or []
     if kind in ("DATABASE", "SCHEMA"):
         return [DropSchema(_schema_name(t)) for t in tables]
+    if kind == "TABLE" and tree.args.get("temporary"):
+        return [MetadataOnly(*_table_name(t, schema), "DROP_TEMPORARY_TABLE") for t in tables]
     if kind == "TABLE":
         return [DropTable(*_table_name(t, schema)) for t in tables]
     if kind in ("VIEW", "SEQUENCE"):
@@ -513,8 +531,10 @@ def _create_table(tree: exp.Create, schema: str) -> list[SchemaChange]:
     return [CreateTable(table, if_not_exists=bool(tree.args.get("exists")))]
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Col:
+    """A parsed column definition with the attributes that decide the key and whether TiCDC sends it."""
+
     column: ColumnSchema
     primary: bool = False
     unique: bool = False
@@ -561,7 +581,7 @@ def _table_schema(db: str, name: str, elements: Iterable[exp.Expression]) -> Tab
         pk_idx = column_pk or None
     if pk_idx:
         for i in pk_idx:
-            cols[i] = _Col(_replace(cols[i].column, nullable=False), cols[i].primary, cols[i].unique, cols[i].virtual)
+            cols[i] = dataclasses.replace(cols[i], column=dataclasses.replace(cols[i].column, nullable=False))
     else:
         candidates = [resolve(u) for u in table_uniques] + [[i] for i, c in enumerate(cols) if c.unique]
         best: Optional[list[int]] = None
@@ -588,12 +608,6 @@ def _key_columns(parts: Iterable[exp.Expression]) -> Optional[list[str]]:
             return None
         names.append(node.this)
     return names
-
-
-def _replace(col: ColumnSchema, **changes: object) -> ColumnSchema:
-    values = {f: getattr(col, f) for f in ("name", "mysql_type", "nullable", "default", "comment")}
-    values.update(changes)
-    return ColumnSchema(**values)  # type: ignore[arg-type]
 
 
 def _column(cd: exp.ColumnDef) -> _Col:
@@ -628,8 +642,9 @@ def _column(cd: exp.ColumnDef) -> _Col:
     mysql_type = _mysql_type(name, dt, charset=charset, unsigned=zerofill)
     if dt.this.name == "SERIAL":  # SERIAL = BIGINT UNSIGNED NOT NULL AUTO_INCREMENT UNIQUE
         nullable, unique = False, True
-    column = ColumnSchema(name=name, mysql_type=mysql_type, nullable=nullable and not primary, default=default,
-                          comment=comment)
+    column = ColumnSchema(
+        name=name, mysql_type=mysql_type, nullable=nullable and not primary, default=default, comment=comment
+    )
     return _Col(column, primary=primary, unique=unique, virtual=virtual)
 
 
@@ -712,7 +727,7 @@ def _alter(tree: exp.Alter, schema: str) -> list[SchemaChange]:
     db, table = _table_name(tree.this, schema)
     changes: list[SchemaChange] = []
     for action in tree.args.get("actions") or []:
-        changes.extend(_alter_action(action, db, table))
+        changes.extend(_alter_action(action, db, table, schema))
     for option in tree.args.get("options") or []:
         if isinstance(option, _CLAUSE_MODIFIERS):
             continue
@@ -733,7 +748,8 @@ def _position(cd: exp.ColumnDef) -> tuple[Optional[str], bool]:
     return (_ident(ref.this if isinstance(ref, exp.Column) else ref), False) if ref is not None else (None, False)
 
 
-def _alter_action(action: exp.Expression, db: str, table: str) -> list[SchemaChange]:
+def _alter_action(action: exp.Expression, db: str, table: str, default_schema: str) -> list[SchemaChange]:
+    """One ALTER TABLE clause on ``db``.``table``; ``default_schema`` qualifies an unqualified RENAME target."""
     if isinstance(action, exp.ColumnDef):
         if action.args.get("kind") is None and action.find(exp.IndexColumnConstraint):
             return [MetadataOnly(db, table, "ADD_INDEX")]  # ADD VECTOR INDEX, read by sqlglot as a column
@@ -786,7 +802,8 @@ def _alter_action(action: exp.Expression, db: str, table: str) -> list[SchemaCha
         new = action.this
         if not isinstance(new, exp.Table):
             raise _Unmappable("RENAME without a table name")
-        new_db = _ident(new.args["db"]) if new.args.get("db") else db
+        # like MySQL/TiDB: an unqualified new name is in the current (default) database, not the old table's
+        new_db = _ident(new.args["db"]) if new.args.get("db") else default_schema
         return [RenameTable(db, table, new_db, _ident(new.this))]
     if isinstance(action, exp.AlterIndex):
         return [MetadataOnly(db, table, "ALTER_INDEX")]
@@ -850,7 +867,7 @@ def _table_name(table: exp.Expression, default_schema: str) -> tuple[str, str]:
     return (_ident(db) if db else default_schema), _ident(table.this)
 
 
-def _table_hint(tree: exp.Expression, schema: str) -> str:
+def _table_hint(tree: exp.Expression) -> str:
     """Best-effort table name for an Unsupported report."""
     table = tree.find(exp.Table)
     if isinstance(table, exp.Table) and isinstance(table.this, exp.Identifier):
@@ -895,14 +912,22 @@ _METADATA_CLAUSES: list[tuple[re.Pattern[str], str]] = [
 _OTHER_STATEMENTS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\s*(?:CREATE|ALTER|DROP)\s+PLACEMENT\s+POLICY\b", re.I), "PLACEMENT_POLICY"),
     (re.compile(r"\s*(?:CREATE|ALTER|DROP)\s+RESOURCE\s+GROUP\b", re.I), "RESOURCE_GROUP"),
-    (re.compile(r"\s*(?:CREATE|ALTER|DROP)\s+(?:OR\s+REPLACE\s+)?.*?\bVIEW\b", re.I | re.S), "VIEW"),
+    (re.compile(r"\s*(?:CREATE|ALTER|DROP)\s+SEQUENCE\b", re.I), "SEQUENCE"),
+    (re.compile(r"\s*(?:CREATE|ALTER|DROP)\s+(?:OR\s+REPLACE\s+)?(?:ALGORITHM\s*=\s*\w+\s+)?"
+                r"(?:DEFINER\s*=\s*\S+\s+)?(?:SQL\s+SECURITY\s+\w+\s+)?VIEW\b", re.I), "VIEW"),
 ]
-_ALTER_DATABASE = re.compile(rf"\s*ALTER\s+(?:DATABASE|SCHEMA)\b\s*(?:{_qname('d')})?", re.IGNORECASE)
+_ALTER_DATABASE = re.compile(
+    r"\s*ALTER\s+(?:DATABASE|SCHEMA)\b\s*"
+    rf"(?:(?!(?:SET|DEFAULT|CHARACTER|CHARSET|COLLATE|READ|ENCRYPTION|PLACEMENT)\b){_qname('d')})?",
+    re.IGNORECASE,
+)
 _INDEX_STATEMENT = re.compile(
     rf"\s*(?P<verb>CREATE|DROP)\s+(?:\w+\s+)?INDEX\s+{_NAME}\s+ON\s+{_qname('t')}", re.IGNORECASE | re.DOTALL
 )
 _ROW_RESTORING = re.compile(
-    rf"\s*(?:RECOVER\s+TABLE|FLASHBACK\s+(?:TABLE|DATABASE|SCHEMA|CLUSTER))\b\s*(?:{_qname('r')})?", re.I
+    r"\s*(?P<what>RECOVER\s+TABLE|FLASHBACK\s+TABLE|FLASHBACK\s+(?:DATABASE|SCHEMA)|FLASHBACK\s+CLUSTER)\b"
+    rf"(?:\s+(?!(?:TO|BY)\b){_qname('r')})?",
+    re.IGNORECASE,
 )
 _CREATE_TABLE_HEAD = re.compile(r"\s*CREATE\s+(?:GLOBAL\s+)?(?:TEMPORARY\s+)?TABLE\b", re.IGNORECASE)
 
@@ -938,19 +963,24 @@ def _fallback(sql: str, schema: str, ddl_type: Optional[str]) -> list[SchemaChan
     """Statements sqlglot cannot parse (or turns into an opaque Command): classify them, never guess columns."""
     if _CREATE_TABLE_HEAD.match(sql):
         trimmed = _without_table_options(sql)
-        if trimmed is not None:
-            tree = _parse_one(trimmed)
-            if isinstance(tree, exp.Create):
-                try:
-                    return _map_tree(tree, schema)
-                except _Unmappable as exc:
-                    return [Unsupported(schema, _table_hint(tree, schema), str(exc))]
+        tree = _parse_one(trimmed) if trimmed is not None else None
+        if not isinstance(tree, exp.Create):
+            return [Unsupported(schema, "", f"cannot parse CREATE TABLE: {sql[:200]}")]
+        try:
+            return _map_tree(tree, schema)
+        except _Unmappable as exc:
+            return [Unsupported(schema, _table_hint(tree), str(exc))]
     m = _ALTER_TABLE.match(sql)
     if m:
         return _alter_fallback(m, schema)
     m = _ROW_RESTORING.match(sql)
     if m:
-        db, table = _qualified(m, "r", schema) if m.group("r1") else (schema, "")
+        what = m.group("what").upper()
+        db, table = schema, ""
+        if m.group("r1") and "TABLE" in what:
+            db, table = _qualified(m, "r", schema)
+        elif m.group("r1") and "CLUSTER" not in what:
+            db = _unquote_name(m.group("r1"))
         return [Unsupported(db, table, f"restores rows that are not replicated as row events: {sql[:200]}")]
     m = _ALTER_DATABASE.match(sql)
     if m:
@@ -980,7 +1010,7 @@ def _alter_fallback(m: re.Match[str], schema: str) -> list[SchemaChange]:
                 out: list[SchemaChange] = []
                 for element in tree.this.expressions:
                     if isinstance(element, exp.ColumnDef):
-                        out.extend(_alter_action(element, db, table))
+                        out.extend(_alter_action(element, db, table, schema))
                     else:
                         out.append(MetadataOnly(db, table, "ADD_INDEX"))
                 return out
@@ -988,7 +1018,8 @@ def _alter_fallback(m: re.Match[str], schema: str) -> list[SchemaChange]:
                 return [Unsupported(db, table, str(exc))]
     rename = _RENAME_TO.fullmatch(rest)
     if rename:
-        return [RenameTable(db, table, *_qualified(rename, "n", db))]
+        # like MySQL/TiDB: an unqualified new name is in the current (default) database, not the old table's
+        return [RenameTable(db, table, *_qualified(rename, "n", schema))]
     if _ROW_CHANGING_PARTITION.match(rest):
         return [Unsupported(db, table, f"changes rows without row events: {rest[:200]}")]
     for pattern, kind in _METADATA_CLAUSES:

@@ -170,7 +170,7 @@ class MySQLType:
         """The normalized descriptor text; ``parse_type(t.descriptor()) == t`` for every normalized type."""
         base = self.base
         if base in ENUM_SET_TYPES:
-            text = f"{base}({','.join(quote_element(e) for e in self.elements)})" if self.elements else base
+            text = f"{base}({','.join(quote_string(e) for e in self.elements)})" if self.elements else base
         elif base == "decimal":
             text = base if self.length is None else f"decimal({self.length},{self.scale or 0})"
         elif base in TEMPORAL_FSP_TYPES:
@@ -187,8 +187,9 @@ class MySQLType:
         return self.descriptor()
 
 
-def quote_element(value: str) -> str:
-    """Quote an ENUM/SET member the way MySQL reads it back: ``'`` doubled, backslash and control chars escaped.
+def quote_string(value: str) -> str:
+    """Quote text as a MySQL string literal (ENUM/SET members in descriptors): ``'`` doubled, backslash, NUL,
+    CR, LF and Ctrl-Z escaped, so the result is one line that MySQL, sqlglot and :func:`parse_type` read back.
 
     Escaping the backslash (which TiDB's own SHOW CREATE TABLE does not) keeps the round trip exact.
     """

@@ -140,6 +140,11 @@ def spark_plan(settings: Settings, app_name: Optional[str] = None) -> SparkPlan:
         # A local session talks to itself only: stay on loopback whatever the host name resolves to.
         conf["spark.driver.host"] = "127.0.0.1"
         conf["spark.driver.bindAddress"] = "127.0.0.1"
+    if uri.startswith("jdbc:sqlite:"):
+        # Several connections of one JVM (and pyiceberg, and `lakehouse status` in another process) share the
+        # file: wait for a lock instead of failing, and let readers run beside the writer.
+        conf[f"{prefix}.jdbc.busy_timeout"] = "60000"
+        conf[f"{prefix}.jdbc.journal_mode"] = "WAL"
     if settings.catalog_user:
         conf[f"{prefix}.jdbc.user"] = settings.catalog_user
     if settings.catalog_password:
@@ -158,6 +163,11 @@ def get_spark(settings: Settings, app_name: Optional[str] = None) -> "SparkSessi
     os.environ.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON") or _python())
     from pyspark.sql import SparkSession
 
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        # One JVM per process: a second deployment (another catalog name, e.g. in tests) is added at runtime.
+        use_catalog(active, settings, plan)
+        return active
     builder = SparkSession.builder.master(plan.master).appName(plan.app_name)
     builder = builder.config("spark.jars", ",".join(plan.jars))
     for key, value in plan.conf.items():
@@ -165,6 +175,16 @@ def get_spark(settings: Settings, app_name: Optional[str] = None) -> "SparkSessi
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def use_catalog(spark, settings: Settings, plan: Optional[SparkPlan] = None) -> None:
+    """Register ``settings``' catalog in a running session and make it the current catalog."""
+    plan = plan or spark_plan(settings)
+    prefix = f"spark.sql.catalog.{settings.catalog_name}"
+    for key, value in plan.conf.items():
+        if key.startswith(prefix):
+            spark.conf.set(key, value)
+    spark.conf.set("spark.sql.defaultCatalog", settings.catalog_name)
 
 
 def _python() -> str:

@@ -31,11 +31,13 @@ parses a layout once and recognizes its bytes again with one ``bytes.startswith`
 from __future__ import annotations
 
 import base64
+import binascii
 import struct
 from itertools import accumulate
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ticdc_lakehouse import model
+from ticdc_lakehouse.decode.canonical_text import decimal_text
 from ticdc_lakehouse.decode.go_text import float32_repr
 from ticdc_lakehouse.decode.mysql_type_codes import (
     BLOB_CODES,
@@ -56,9 +58,9 @@ from ticdc_lakehouse.decode.mysql_type_codes import (
     TYPE_YEAR,
     descriptor,
 )
+from ticdc_lakehouse.decode.positions import make_position
 from ticdc_lakehouse.decode.tidb_ddl_actions import ddl_type_for_action
 from ticdc_lakehouse.model import DecodeError, DDLEvent, Message, ResolvedEvent, RowChange
-from ticdc_lakehouse.values import from_decimal
 
 VERSION = 1
 EVENT_ROW = 1
@@ -84,7 +86,7 @@ C_NONE = 7  # NULL type, GEOMETRY, unspecified: Go writes no value
 class _Layout:
     """The parsed name/type/flag section of a column group, reused for every row that repeats its bytes."""
 
-    __slots__ = ("section", "names", "kinds", "types", "keys", "count")
+    __slots__ = ("section", "names", "kinds", "types", "keys", "count", "values")
 
     def __init__(self, section: bytes, names: list[str], kinds: list[int], types: dict[str, str],
                  keys: tuple[str, ...]) -> None:
@@ -94,6 +96,118 @@ class _Layout:
         self.types = types
         self.keys = keys
         self.count = len(names)
+        self.values = _values_function(names, kinds)
+
+
+# --- generated value readers --------------------------------------------------------------------------------
+#
+# A layout's value chunk is read by straight-line code generated for that layout (the technique ``dataclasses``
+# uses for ``__init__``): no per-column dispatch, locals only. It handles the common case (lengths that fit two
+# varint bytes) and returns None for anything else, and the generic reader then decodes the group or raises a
+# precise DecodeError. Column names only enter the source as ``repr`` literals.
+
+#: zigzag decoding of one-byte varints, and the canonical text of small values, by byte value
+_ZIGZAG = [(b >> 1) ^ -(b & 1) for b in range(0x80)]
+_SIGNED_TEXT = [str(value) for value in _ZIGZAG]
+_UNSIGNED_TEXT = [str(value) for value in range(0x80)]
+
+_LENGTH_SOURCE = """\
+b = data[pos]
+if b < 0x80:
+    pos += 1
+    L{i} = zigzag[b]
+else:
+    c = data[pos + 1]
+    if c >= 0x80: return None
+    b = (b & 0x7F) | (c << 7)
+    pos += 2
+    L{i} = (b >> 1) ^ -(b & 1)"""
+
+_MULTI_BYTE_INT_SOURCE = """\
+elif L{i} == 2:
+    u = data[pos]
+    c = data[pos + 1]
+    if u < 0x80 or c >= 0x80: return None
+    u = (u & 0x7F) | (c << 7)
+elif L{i} == 3:
+    u = data[pos]
+    c = data[pos + 1]
+    d = data[pos + 2]
+    if u < 0x80 or c < 0x80 or d >= 0x80: return None
+    u = (u & 0x7F) | ((c & 0x7F) << 7) | (d << 14)
+else:
+    u = varint_value(data, pos, stop)
+    if u is None: return None"""
+
+_VALUE_SOURCE: dict[int, str] = {
+    C_TEXT: "v{i} = data[pos:stop].decode()",
+    C_SVARINT: """\
+if L{i} == 1:
+    u = data[pos]
+    if u >= 0x80: return None
+    v{i} = signed_text[u]
+""" + _MULTI_BYTE_INT_SOURCE + "\nif L{i} != 1: v{i} = str((u >> 1) ^ -(u & 1))",
+    C_UVARINT: """\
+if L{i} == 1:
+    u = data[pos]
+    if u >= 0x80: return None
+    v{i} = unsigned_text[u]
+""" + _MULTI_BYTE_INT_SOURCE + "\nif L{i} != 1: v{i} = str(u)",
+    C_BYTES: "v{i} = b2a_base64(data[pos:stop], newline=False).decode()",
+    C_DOUBLE: "if L{i} != 8: return None\nv{i} = repr(unpack_f64(data, pos)[0])",
+    C_FLOAT: "if L{i} != 8: return None\nv{i} = float32_repr(unpack_f64(data, pos)[0])",
+    # TiDB's plain decimal text is canonical; anything else goes to the generic path (normalize or reject)
+    C_DECIMAL: """\
+v{i} = data[pos:stop].decode('ascii')
+t = v{i}[1:] if v{i}[:1] == '-' else v{i}
+if not t.replace('.', '', 1).isdigit() or t[0] == '.' or t[-1] == '.': return None""",
+    C_NONE: "if L{i}: return None\nv{i} = None",
+}
+
+
+def _varint_value(data: bytes, pos: int, stop: int) -> Optional[int]:
+    """The uvarint filling exactly data[pos:stop], or None."""
+    if not 1 <= stop - pos <= 10:
+        return None
+    value = 0
+    shift = 0
+    for byte in data[pos:stop - 1]:
+        if byte < 0x80:
+            return None
+        value |= (byte & 0x7F) << shift
+        shift += 7
+    byte = data[stop - 1]
+    if byte >= 0x80:
+        return None
+    value |= byte << shift
+    return value if value < _UINT64 else None
+
+
+def _values_function(names: list[str], kinds: list[int]) -> Callable[[bytes, int, int], Optional[dict]]:
+    count = len(names)
+    targets = ", ".join(f"L{i}" for i in range(count)) + ("," if count == 1 else "")
+    lines = ["def values(data, pos, end, str=str, repr=repr, max=max, map=map):", "    try:",
+             f"        lengths = data[pos:pos + {count}]",
+             f"        if len(lengths) == {count} and max(lengths) < 0x80:  # one byte each: zigzag by table",
+             f"            {targets} = map(zigzag_get, lengths)",
+             f"            pos += {count}",
+             "        else:"]
+    for i in range(count):
+        lines += ["            " + line for line in _LENGTH_SOURCE.format(i=i).split("\n")]
+    for i, kind in enumerate(kinds):
+        lines += [f"        if L{i} < 0:", f"            if L{i} != -1: return None", f"            v{i} = None",
+                  "        else:", f"            stop = pos + L{i}"]  # an overrun leaves pos > end: caught below
+        lines += ["            " + line for line in _VALUE_SOURCE[kind].format(i=i).split("\n")]
+        lines.append("            pos = stop")
+    lines += ["    except (IndexError, UnicodeDecodeError, ValueError, struct.error):", "        return None",
+              "    if pos != end: return None",
+              "    return {" + ", ".join(f"{name!r}: v{i}" for i, name in enumerate(names)) + "}"]
+    namespace = {"varint_value": _varint_value, "b2a_base64": binascii.b2a_base64, "unpack_f64": _F64.unpack_from,
+                 "float32_repr": float32_repr, "struct": struct, "zigzag": _ZIGZAG,
+                 "zigzag_get": _ZIGZAG.__getitem__, "signed_text": _SIGNED_TEXT,
+                 "unsigned_text": _UNSIGNED_TEXT}
+    exec("\n".join(lines), namespace)  # noqa: S102 - built from fixed templates and repr() literals
+    return namespace["values"]
 
 
 def _kind(code: int, flags: int) -> int:
@@ -154,8 +268,13 @@ def _uvarint_chunk(data: bytes, pos: int, end: int, count: int) -> tuple[list[in
     values = []
     append = values.append
     for _ in range(count):
-        value, pos = _uvarint(data, pos, end)
-        append(value)
+        byte = data[pos] if pos < end else 0x80
+        if byte < 0x80:
+            append(byte)
+            pos += 1
+        else:
+            value, pos = _uvarint(data, pos, end)
+            append(value)
     return values, pos
 
 
@@ -202,8 +321,8 @@ class CraftDecoder:
 
     def __init__(self, options: Any = None) -> None:
         self.options = options
-        # term-dictionary bytes -> column count -> layouts seen with that dictionary
-        self._layouts: dict[bytes, dict[int, list[_Layout]]] = {}
+        # term-dictionary bytes -> (its terms, column count -> layouts seen with that dictionary)
+        self._dictionaries: dict[bytes, tuple[list[str], dict[int, list[_Layout]]]] = {}
 
     def decode(self, message: Message) -> list[model.Event]:
         data = message.value
@@ -224,7 +343,7 @@ class CraftDecoder:
             raise DecodeError("craft: size tables lack the meta table [header size, dictionary size] or body sizes")
         header_size, dict_size = tables[0]
         body_sizes = tables[1]
-        if header_size < 0 or dict_size < 0 or any(size < 0 for size in body_sizes):
+        if header_size < 0 or dict_size < 0 or (body_sizes and min(body_sizes) < 0):
             raise DecodeError("craft: negative size in the size tables")
         header_end = pos + header_size
         bodies_end = header_end + sum(body_sizes)
@@ -233,7 +352,15 @@ class CraftDecoder:
             raise DecodeError(
                 f"craft: headers, bodies and dictionary end at byte {dict_end} but the size tables start at"
                 f" {tables_start}")
-        terms = self._terms(data, bodies_end, dict_end) if dict_size else []
+        # the dictionary and the layouts parsed with it are cached by the dictionary's bytes: a topic repeats them
+        dictionary = data[bodies_end:dict_end]
+        cached = self._dictionaries.get(dictionary)
+        if cached is None:
+            terms = self._terms(data, bodies_end, dict_end) if dict_size else []
+            if len(self._dictionaries) >= self._CACHE_LIMIT:
+                self._dictionaries.clear()
+            cached = self._dictionaries[dictionary] = (terms, {})
+        terms, layouts = cached
         count = len(body_sizes)
         if count == 0:
             if header_size:
@@ -241,43 +368,40 @@ class CraftDecoder:
             return []
 
         ts, pos = _uvarint_chunk(data, pos, header_end, count)
-        ts = list(accumulate(ts))
-        if ts[-1] >= _UINT64:
-            raise DecodeError("craft: commit ts overflows 64 bits")
+        # deltas are uint64 in Go: a batch whose ts goes down (rows of different tables) wraps around 2**64
+        ts = [value % _UINT64 for value in accumulate(ts)]
         kinds, pos = _uvarint_chunk(data, pos, header_end, count)
         _partitions, pos = _delta_varint_chunk(data, pos, header_end, count)
         schema_ids, pos = _delta_varint_chunk(data, pos, header_end, count)
         table_ids, pos = _delta_varint_chunk(data, pos, header_end, count)
         if pos != header_end:
             raise DecodeError(f"craft: headers have {header_end - pos} unread bytes")
-        schemas = [self._term(terms, i) for i in schema_ids]
-        table_names = [self._term(terms, i) for i in table_ids]
+        if min(schema_ids) < -1 or min(table_ids) < -1 or max(schema_ids) >= len(terms) or max(table_ids) >= len(terms):
+            bad = next(i for i in schema_ids + table_ids if not -1 <= i < len(terms))
+            raise DecodeError(f"craft: term id {bad} is not in the {len(terms)}-entry dictionary")
+        schemas = [terms[i] if i >= 0 else "" for i in schema_ids]
+        table_names = [terms[i] if i >= 0 else "" for i in table_ids]
 
-        layouts = self._layouts.get(data[bodies_end:dict_end])
-        if layouts is None:
-            if len(self._layouts) >= self._CACHE_LIMIT:
-                self._layouts.clear()
-            layouts = self._layouts[data[bodies_end:dict_end]] = {}
 
         events: list[model.Event] = []
         body_start = header_end
         topic, partition, offset = message.topic, message.partition, message.offset
         for index in range(count):
             body_end = body_start + body_sizes[index]
-            position = model.Position(topic, partition, offset, index)
+            position = make_position(topic, partition, offset, index)
             kind = kinds[index]
             if kind == EVENT_ROW:
                 if len(tables) <= 2 + index:
                     raise DecodeError(f"craft: row event {index} has no column-group size table")
                 events.append(self._row(data, body_start, body_end, tables[2 + index], terms, layouts,
-                                        schemas[index] or "", table_names[index] or "", ts[index], position, index))
+                                        schemas[index], table_names[index], ts[index], position, index))
             elif kind == EVENT_DDL:
                 action, at = _uvarint(data, body_start, body_end)
                 length, at = _uvarint(data, at, body_end)
                 if at + length != body_end:
                     raise DecodeError(f"craft: DDL event {index} query length {length} does not fill its body")
                 query = self._text(data[at:body_end], f"DDL event {index} query")
-                events.append(DDLEvent(schema=schemas[index] or "", table=table_names[index] or "",
+                events.append(DDLEvent(schema=schemas[index], table=table_names[index],
                                        commit_ts=ts[index], query=query,
                                        ddl_type=ddl_type_for_action(action, query), position=position))
             elif kind == EVENT_RESOLVED:
@@ -295,8 +419,28 @@ class CraftDecoder:
     def _size_tables(data: bytes, pos: int, end: int) -> list[list[int]]:
         tables = []
         while pos < end:
-            count, pos = _uvarint(data, pos, end)
-            table, pos = _delta_varint_chunk(data, pos, end, count)
+            count = data[pos]
+            if count < 0x80:
+                pos += 1
+            else:
+                count, pos = _uvarint(data, pos, end)
+            if count > end - pos:
+                raise DecodeError(f"craft: size table of {count} entries cannot fit in {end - pos} bytes")
+            table = []
+            total = 0
+            for _ in range(count):
+                if pos >= end:
+                    raise DecodeError("craft: size table runs past the size-table region")
+                byte = data[pos]
+                if byte < 0x80:
+                    pos += 1
+                elif pos + 1 < end and data[pos + 1] < 0x80:
+                    byte = (byte & 0x7F) | (data[pos + 1] << 7)
+                    pos += 2
+                else:
+                    byte, pos = _uvarint(data, pos, end)
+                total += (byte >> 1) ^ -(byte & 1)
+                table.append(total)
             tables.append(table)
         return tables
 
@@ -334,32 +478,45 @@ class CraftDecoder:
              index: int) -> RowChange:
         after: Optional[dict[str, Optional[str]]] = None
         before: Optional[dict[str, Optional[str]]] = None
-        types: dict[str, str] = {}
-        keys: tuple[str, ...] = ()
+        after_layout: Optional[_Layout] = None
+        before_layout: Optional[_Layout] = None
         for size in group_sizes:
-            if size <= 0 or pos + size > end:
+            group_end = pos + size
+            if size <= 1 or group_end > end:
                 raise DecodeError(f"craft: row event {index} column group size {size} does not fit its body")
-            group_type, values, layout = self._group(data, pos, pos + size, terms, layouts)
-            pos += size
+            # the common case inline: a known layout whose generated reader accepts the values
+            values = None
+            count = data[pos + 1]
+            if count < 0x80:
+                for known in layouts.get(count, ()):
+                    start = pos + 2 + len(known.section)
+                    if start <= group_end and data.startswith(known.section, pos + 2):
+                        values = known.values(data, start, group_end)
+                        layout = known
+                        break
+            if values is None:
+                group_type, values, layout = self._group(data, pos, group_end, terms, layouts)
+            else:
+                group_type = data[pos]
             if group_type == GROUP_NEW and after is None:
-                after = values
-                keys = layout.keys
+                after, after_layout = values, layout
             elif group_type == GROUP_OLD and before is None:
-                before = values
-                if after is None:
-                    keys = layout.keys
+                before, before_layout = values, layout
             else:
                 raise DecodeError(f"craft: row event {index} has an unexpected column group type {group_type}")
-            types.update(layout.types)
+            pos = group_end
         if pos != end:
             raise DecodeError(f"craft: row event {index} has {end - pos} bytes outside its column groups")
-        if after is not None:
-            op = model.UPDATE if before is not None else model.INSERT
-        elif before is not None:
-            op = model.DELETE
-        else:
-            raise DecodeError(f"craft: row event {index} has no column group")
-        return RowChange(schema, table, ts, op, after, before, keys, types, position)
+        if after_layout is not None:
+            types = dict(after_layout.types)
+            if before_layout is not None and before_layout is not after_layout:
+                types.update(before_layout.types)
+            return RowChange(schema, table, ts, model.INSERT if before is None else model.UPDATE, after, before,
+                             after_layout.keys, types, position)
+        if before_layout is not None:
+            return RowChange(schema, table, ts, model.DELETE, None, before, before_layout.keys,
+                             dict(before_layout.types), position)
+        raise DecodeError(f"craft: row event {index} has no column group")
 
     def _layout(self, data: bytes, pos: int, end: int, count: int, terms: list[str]) -> tuple[_Layout, int]:
         start = pos
@@ -390,7 +547,11 @@ class CraftDecoder:
     def _group(self, data: bytes, pos: int, end: int, terms: list[str],
                layouts: dict[int, list[_Layout]]) -> tuple[int, dict[str, Optional[str]], _Layout]:
         group_type = data[pos]
-        count, pos = _uvarint(data, pos + 1, end)
+        count = data[pos + 1] if pos + 1 < end else 0x80
+        if count < 0x80:
+            pos += 2
+        else:
+            count, pos = _uvarint(data, pos + 1, end)
         candidates = layouts.get(count)
         layout = None
         if candidates:
@@ -406,6 +567,9 @@ class CraftDecoder:
                 candidates = layouts[count] = []
             if len(candidates) < 64:
                 candidates.append(layout)
+        fast = layout.values(data, pos, end)
+        if fast is not None:
+            return group_type, fast, layout
         lengths, pos = _varint_chunk(data, pos, end, count)
         values: dict[str, Optional[str]] = {}
         kinds = layout.kinds
@@ -446,10 +610,8 @@ class CraftDecoder:
                 number = _F64.unpack_from(data, pos)[0]
                 values[name] = float32_repr(number) if kind == C_FLOAT else repr(number)
             elif kind == C_DECIMAL:
-                text = data[pos:stop].decode("ascii", "replace")
                 try:
-                    values[name] = text if "e" not in text and "E" not in text and "\ufffd" not in text \
-                        else from_decimal(text)
+                    values[name] = decimal_text(data[pos:stop].decode("ascii", "replace"))
                 except ValueError as exc:
                     raise DecodeError(f"craft: column {name!r}: {exc}") from None
             else:  # C_NONE

@@ -120,8 +120,11 @@ def float32_repr(value: float) -> str:
         return repr(value)
     for digits in range(1, 10):
         text = "%.*g" % (digits, single)
-        if to_float32(float(text)) == single:
-            return repr(float(text))
+        try:
+            if to_float32(float(text)) == single:
+                return repr(float(text))
+        except OverflowError:  # a short candidate near FLT_MAX rounds past it
+            continue
     return repr(single)  # pragma: no cover - 9 significant digits always round-trip a float32
 
 

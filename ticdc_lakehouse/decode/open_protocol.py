@@ -37,6 +37,7 @@ from typing import Any, Callable, Optional
 from orjson import JSONDecodeError, loads
 
 from ticdc_lakehouse import model
+from ticdc_lakehouse.decode.canonical_text import decimal_text, is_plain_decimal
 from ticdc_lakehouse.decode.go_text import float32_repr, go_unquote
 from ticdc_lakehouse.decode.positions import make_position
 from ticdc_lakehouse.decode.mysql_type_codes import (
@@ -58,7 +59,6 @@ from ticdc_lakehouse.decode.mysql_type_codes import (
 )
 from ticdc_lakehouse.decode.tidb_ddl_actions import ddl_type_for_action
 from ticdc_lakehouse.model import DecodeError, DDLEvent, Message, ResolvedEvent, RowChange
-from ticdc_lakehouse.values import from_decimal
 
 BATCH_VERSION = 1
 MESSAGE_ROW = 1
@@ -135,7 +135,7 @@ def _convert(kind: int, value: Any, name: str, types: dict[str, str]) -> str:
     if kind == K_DECIMAL:
         if tv is not str:
             raise ValueError(f"expected decimal text, got {value!r}")
-        return from_decimal(value)
+        return decimal_text(value)
     if kind == K_DOUBLE or kind == K_FLOAT:
         if tv is not float and tv is not int:
             raise ValueError(f"expected a number, got {value!r}")
@@ -200,7 +200,7 @@ def _columns(
             out[name] = value
         elif kind == K_INT and type(value) is int and -0x8000000000000000 <= value <= _UINT64_MAX:
             out[name] = str(value)
-        elif kind == K_DECIMAL and type(value) is str and "e" not in value and "E" not in value:
+        elif kind == K_DECIMAL and type(value) is str and is_plain_decimal(value):
             out[name] = value
         else:
             try:
@@ -227,14 +227,15 @@ def _base64_bytes(value: str) -> str:
 _CONVERT_SOURCE: dict[int, str] = {
     K_STR: "if VAL is not None and type(VAL) is not str: return None",
     K_INT: "t = type(VAL)\nif t is int: VAL = str(VAL)\nelif t is not str and VAL is not None: return None",
-    K_DECIMAL: "if type(VAL) is str:\n    if 'e' in VAL or 'E' in VAL: return None\nelif VAL is not None: return None",
+    # TiDB's plain decimal text is canonical; anything else goes to the slow path (normalize or reject)
+    K_DECIMAL: "if type(VAL) is str:\n    t = VAL[1:] if VAL[:1] == '-' else VAL\n    if not t.isascii() or not t.replace('.', '', 1).isdigit() or t[0] == '.' or t[-1] == '.': return None\nelif VAL is not None: return None",
     K_DOUBLE: "t = type(VAL)\nif t is float or t is int: VAL = repr(float(VAL))\nelif VAL is not None: return None",
     K_FLOAT: "t = type(VAL)\nif t is float or t is int: VAL = float32_repr(float(VAL))\nelif VAL is not None: return None",
     K_QUOTED_BYTES: "if type(VAL) is str: VAL = quoted_bytes(VAL)\nelif VAL is not None: return None",
     K_BASE64_TEXT: "if type(VAL) is str: VAL = base64_text(VAL)\nelif VAL is not None: return None",
     K_BASE64_BYTES: "if type(VAL) is str: VAL = base64_bytes(VAL)\nelif VAL is not None: return None",
 }
-_CONVERT_GLOBALS = {"float32_repr": float32_repr, "quoted_bytes": _quoted_bytes, "base64_text": _base64_text,
+_CONVERT_GLOBALS = {"float32_repr": float32_repr, "is_plain_decimal": is_plain_decimal, "quoted_bytes": _quoted_bytes, "base64_text": _base64_text,
                     "base64_bytes": _base64_bytes}
 
 
@@ -257,6 +258,7 @@ class _Shape:
 
 
 _SHAPES: dict[tuple[str, ...], _Shape] = {}
+_LAST_SHAPE: list[Optional[_Shape]] = [None]
 
 
 def _build_shape(cols: dict) -> Optional[_Shape]:
@@ -310,16 +312,26 @@ def _fast_columns(cols: Any) -> Optional[tuple[dict[str, Optional[str]], _Shape]
     """Canonical values and shape of a column map, or None when it needs the careful slow path."""
     if type(cols) is not dict:
         return None
+    # rows come in runs of one table: try the last shape first (its converter checks every name, code and flag)
+    shape = _LAST_SHAPE[0]
+    if shape is not None:
+        out = shape.convert(cols)
+        if out is not None:
+            return out, shape
     shape = _SHAPES.get(tuple(cols))
     if shape is not None:
         out = shape.convert(cols)
         if out is not None:
+            _LAST_SHAPE[0] = shape
             return out, shape
     shape = _build_shape(cols)  # first row of a table, or its columns changed type
     if shape is None:
         return None
     out = shape.convert(cols)
-    return None if out is None else (out, shape)
+    if out is None:
+        return None
+    _LAST_SHAPE[0] = shape
+    return out, shape
 
 
 def _payload_error(what: str, index: int, payload: bytes, exc: Exception) -> DecodeError:
@@ -402,13 +414,15 @@ class OpenProtocolDecoder:
         value_len = len(value)
         events: list[model.Event] = []
         topic, partition, offset = message.topic, message.partition, message.offset
+        unpack = _U64.unpack_from
+        append = events.append
         kpos = 8
         vpos = 0
         index = 0
         while kpos < key_len:
             if kpos + 8 > key_len:
                 raise DecodeError(f"Open Protocol event {index}: key length prefix truncated at byte {kpos}")
-            size = _U64.unpack_from(key, kpos)[0]
+            size = unpack(key, kpos)[0]
             kpos += 8
             if kpos + size > key_len:
                 raise DecodeError(f"Open Protocol event {index}: key claims {size} bytes, {key_len - kpos} left")
@@ -421,7 +435,7 @@ class OpenProtocolDecoder:
             if vpos < value_len:
                 if vpos + 8 > value_len:
                     raise DecodeError(f"Open Protocol event {index}: value length prefix truncated at byte {vpos}")
-                size = _U64.unpack_from(value, vpos)[0]
+                size = unpack(value, vpos)[0]
                 vpos += 8
                 if vpos + size > value_len:
                     raise DecodeError(
@@ -431,21 +445,22 @@ class OpenProtocolDecoder:
             else:
                 payload = None
             position = make_position(topic, partition, offset, index)
-            # fast path for the bulk of any topic: a plain row event; everything else goes through _event
-            if (type(head) is dict and head.get("t") == MESSAGE_ROW and payload is not None
-                    and "ohk" not in head and "ccl" not in head):
+            # fast path for the bulk of any topic: a plain row key {ts, scm, tbl, t} (more fields, e.g. ohk/ccl,
+            # or anything unusual go through _event, which checks everything)
+            if type(head) is dict and len(head) == 4 and head.get("t") == 1 and payload is not None:
                 ts = head.get("ts")
-                schema = head.get("scm", "")
-                table = head.get("tbl", "")
-                if type(ts) is int and 0 <= ts <= _UINT64_MAX and type(schema) is str and type(table) is str:
+                schema = head.get("scm")
+                table = head.get("tbl")
+                if (type(ts) is int and 0 <= ts <= 0xFFFFFFFFFFFFFFFF and type(schema) is str
+                        and type(table) is str):
                     try:
                         body = loads(payload)
                     except JSONDecodeError as exc:
                         raise _payload_error("row value", index, payload, exc) from None
-                    events.append(_row_from_body(schema, table, ts, body, position, index))
+                    append(_row_from_body(schema, table, ts, body, position, index))
                     index += 1
                     continue
-            events.append(self._event(head, payload, position, index))
+            append(self._event(head, payload, position, index))
             index += 1
         if vpos != value_len:
             raise DecodeError(

@@ -62,10 +62,11 @@ def _delta_varints(values: Sequence[int]) -> bytes:
 
 
 def _delta_uvarints(values: Sequence[int]) -> bytes:
+    """Delta uvarint chunk; like Go's uint64 arithmetic, a decreasing value wraps around 2**64."""
     out = bytearray()
     last = 0
     for index, value in enumerate(values):
-        out += uvarint(value if index == 0 else value - last)
+        out += uvarint(value if index == 0 else (value - last) % (1 << 64))
         last = value
     return bytes(out)
 

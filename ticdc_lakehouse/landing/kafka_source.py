@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections import deque
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -28,6 +30,7 @@ from .errors import DataLossError, LandingError, LandingTimeoutError
 from .lock import landing_lock
 from .progress import DataLoss, LandingReport, PartitionLanding, ProgressFn, notify
 from .segments import (
+    BackgroundWrites,
     SegmentWriter,
     clean_temp_files,
     landed_end,
@@ -51,7 +54,7 @@ DEFAULT_CONSUMER_CONFIG: dict[str, Any] = {
     "fetch.max.bytes": 64 * MiB,
     "max.partition.fetch.bytes": 16 * MiB,
     "receive.message.max.bytes": 65 * MiB,
-    "queued.max.messages.kbytes": 128 * 1024,
+    "queued.max.messages.kbytes": 64 * 1024,  # the prefetch queue, shared by all assigned partitions
     "socket.keepalive.enable": True,
 }
 
@@ -59,6 +62,7 @@ DEFAULT_CONSUMER_CONFIG: dict[str, Any] = {
 FORCED_KEYS = ("group.id", "enable.auto.commit", "enable.auto.offset.store", "enable.partition.eof")
 
 DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_PARALLEL = 8
 CONSUME_BATCH = 2000
 #: consume() waits until the batch is full or this elapses: short, so small partitions finish promptly
 CONSUME_WAIT_S = 0.1
@@ -199,62 +203,6 @@ class _ErrorLog:
         log.warning("kafka client: %s", error)
 
 
-def _read_range(consumer: Consumer, plan: PartitionPlan, start: int, end: int, writer: SegmentWriter,
-                errors: _ErrorLog, timeout_s: float) -> None:
-    """Append every record of ``[start, end)`` to ``writer``; raise when stuck for ``timeout_s``."""
-    topic, partition = plan.topic, plan.partition
-    _kafka_call(f"assign {topic}/{partition}", consumer.assign, [TopicPartition(topic, partition, start)])
-    append = writer.append
-    last_progress = time.monotonic()
-    reached = start
-    eof_at: Optional[int] = None
-    try:
-        while True:
-            if errors.fatal is not None:
-                raise LandingError(f"Kafka client error while reading {topic}/{partition}: {errors.fatal}")
-            messages = consumer.consume(num_messages=CONSUME_BATCH, timeout=CONSUME_WAIT_S)
-            if not messages:
-                if time.monotonic() - last_progress > timeout_s:
-                    detail = f"; last client error: {errors.last}" if errors.last is not None else ""
-                    eof = f"; the broker reports the end at {eof_at}" if eof_at is not None else ""
-                    raise LandingTimeoutError(
-                        f"reading {topic}/{partition} range [{start}, {end}) made no progress for {timeout_s:.0f}s "
-                        f"at offset {reached}{eof}{detail}. Nothing of this range was kept; check the brokers "
-                        "and rerun (raise the landing timeout for slow clusters)"
-                    )
-                continue
-            last_progress = time.monotonic()
-            for message in messages:
-                error = message.error()
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        eof_at = message.offset()
-                        if eof_at >= end:
-                            return
-                        continue
-                    if error.fatal() or not error.retriable():
-                        raise LandingError(f"Kafka error while reading {topic}/{partition} at offset {reached}: "
-                                           f"{error}")
-                    errors.last = error
-                    continue
-                if message.partition() != partition or message.topic() != topic:
-                    continue  # a stale message of an earlier assignment
-                offset = message.offset()
-                if offset >= end:
-                    return
-                ts_type, ts = message.timestamp()
-                append(offset, None if ts_type == TIMESTAMP_NOT_AVAILABLE else ts, message.key(), message.value(),
-                       message.headers())
-                reached = offset + 1
-                if reached >= end:
-                    return
-    finally:
-        try:
-            consumer.unassign()
-        except KafkaException:
-            pass
-
-
 def _commit(consumer: Consumer, topic: str, partition: int, offset: int, report: LandingReport) -> bool:
     try:
         consumer.commit(offsets=[TopicPartition(topic, partition, offset)], asynchronous=False)
@@ -267,23 +215,194 @@ def _commit(consumer: Consumer, topic: str, partition: int, offset: int, report:
         return False
 
 
-def _land_partition(consumer: Consumer, changefeed: ChangefeedConfig, landing_root: Path, plan: PartitionPlan,
-                    start: int, report: LandingReport, errors: _ErrorLog, timeout_s: float) -> PartitionLanding:
-    began = time.monotonic()
-    item = PartitionLanding(plan.topic, plan.partition, start, plan.high)
-    if start < plan.high:
-        with SegmentWriter(landing_root, changefeed.name, plan.topic, plan.partition, start,
-                           expected_end=plan.high) as writer:
-            _read_range(consumer, plan, start, plan.high, writer, errors, timeout_s)
-            segment = writer.commit(plan.high)
-            item.records, item.bytes = writer.records, writer.bytes
-            item.path = str(segment.path) if segment else None
-    # nothing new: still make sure the group offset reflects what is durable (a crash may have skipped it)
-    landed = plan.high if start < plan.high else (start if plan.landed is not None else None)
-    if landed is not None and (start < plan.high or plan.committed != landed):
-        item.committed = _commit(consumer, plan.topic, plan.partition, landed, report)
-    item.seconds = time.monotonic() - began
-    return item
+@dataclass(eq=False)
+class _Reading:
+    """A partition being read: its writer and the records of the current consumed batch, column-wise."""
+
+    plan: PartitionPlan
+    start: int
+    writer: SegmentWriter
+    began: float
+    last_progress: float
+    eof_at: Optional[int] = None
+    done: bool = False
+    seen: bool = False  # anything (a record, an end-of-partition event) arrived in this consumed batch
+
+    def __post_init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.offsets: list[int] = []
+        self.timestamps: list[Optional[int]] = []
+        self.keys: list[Optional[bytes]] = []
+        self.values: list[Optional[bytes]] = []
+        self.headers: list[Any] = []
+
+    @property
+    def end(self) -> int:
+        return self.plan.high
+
+    @property
+    def reached(self) -> int:
+        last = self.writer.last_offset
+        return self.start if last is None else last + 1
+
+
+class _RangeReader:
+    """Reads the planned ranges of several partitions at once, each into its own segment.
+
+    Up to ``parallel`` partitions are assigned together (``incremental_assign``) so fetches overlap like a normal
+    consumer's; a partition is unassigned, its segment made durable and its group offset committed as soon as
+    its range is complete, independently of the others. Memory stays bounded: each writer flushes row groups
+    at a byte limit and librdkafka's prefetch queue is capped by ``queued.max.messages.kbytes``.
+    """
+
+    def __init__(self, consumer: Consumer, landing_root: Path, changefeed: str, report: LandingReport,
+                 errors: _ErrorLog, timeout_s: float, progress: Optional[ProgressFn], parallel: int) -> None:
+        self.consumer = consumer
+        self.landing_root = landing_root
+        self.changefeed = changefeed
+        self.report = report
+        self.errors = errors
+        self.timeout_s = timeout_s
+        self.progress = progress
+        self.parallel = max(1, parallel)
+        self.active: dict[tuple[str, int], _Reading] = {}
+        self.committing: deque[tuple[_Reading, Future]] = deque()
+        self.background: Optional[BackgroundWrites] = None
+
+    def run(self, work: Sequence[tuple[PartitionPlan, int]]) -> None:
+        pending = deque(work)
+        self.background = BackgroundWrites()
+        try:
+            while pending or self.active or self.committing:
+                while pending and len(self.active) < self.parallel:
+                    plan, start = pending.popleft()
+                    if start >= plan.high:
+                        self._up_to_date(plan, start)
+                    else:
+                        self._activate(plan, start)
+                if self.active:
+                    self._poll()
+                self._collect(wait=not self.active)
+        except BaseException:
+            for reading in self.active.values():
+                reading.writer.abort()
+            self.active.clear()
+            self._collect(wait=True, quiet=True)
+            raise
+        finally:
+            self.background.close()
+
+    def _up_to_date(self, plan: PartitionPlan, start: int) -> None:
+        """Nothing new; still make the group offset match what is durable (a crash may have skipped it)."""
+        item = PartitionLanding(plan.topic, plan.partition, start, start)
+        landed = start if plan.landed is not None else None
+        if landed is not None and plan.committed != landed:
+            item.committed = _commit(self.consumer, plan.topic, plan.partition, landed, self.report)
+        self.report.partitions.append(item)
+        notify(self.progress, item)
+
+    def _activate(self, plan: PartitionPlan, start: int) -> None:
+        writer = SegmentWriter(self.landing_root, self.changefeed, plan.topic, plan.partition, start,
+                               expected_end=plan.high, background=self.background)
+        now = time.monotonic()
+        self.active[(plan.topic, plan.partition)] = _Reading(plan, start, writer, now, now)
+        _kafka_call(f"assign {plan.topic}/{plan.partition}", self.consumer.incremental_assign,
+                    [TopicPartition(plan.topic, plan.partition, start)])
+
+    def _poll(self) -> None:
+        if self.errors.fatal is not None:
+            raise LandingError(f"Kafka client error: {self.errors.fatal}")
+        messages = self.consumer.consume(num_messages=CONSUME_BATCH, timeout=CONSUME_WAIT_S)
+        active = self.active
+        # the landing hot path: plain list appends, one writer call per partition per consumed batch
+        for message in messages:
+            reading = active.get((message.topic(), message.partition()))
+            if reading is None or reading.done:
+                continue  # a stale message of an earlier assignment, or past the range
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    reading.eof_at = message.offset()
+                    reading.seen = True
+                    if reading.eof_at >= reading.end:
+                        reading.done = True
+                    continue
+                if error.fatal() or not error.retriable():
+                    raise LandingError(f"Kafka error while reading {reading.plan.topic}/{reading.plan.partition} "
+                                       f"at offset {reading.reached}: {error}")
+                self.errors.last = error
+                continue
+            offset = message.offset()
+            if offset >= reading.end:
+                reading.done = True
+                continue
+            ts_type, ts = message.timestamp()
+            reading.offsets.append(offset)
+            reading.timestamps.append(None if ts_type == TIMESTAMP_NOT_AVAILABLE else ts)
+            reading.keys.append(message.key())
+            reading.values.append(message.value())
+            reading.headers.append(message.headers())
+            if offset + 1 >= reading.end:
+                reading.done = True
+        now = time.monotonic()
+        for reading in list(active.values()):
+            if not (reading.offsets or reading.seen or reading.done):
+                if now - reading.last_progress > self.timeout_s:
+                    self._timeout(reading)
+                continue
+            reading.last_progress, reading.seen = now, False
+            if reading.offsets:
+                reading.writer.extend(reading.offsets, reading.timestamps, reading.keys, reading.values,
+                                      reading.headers)
+                reading.reset()
+            if reading.done:
+                self._finish(reading)
+
+    def _finish(self, reading: _Reading) -> None:
+        """The range is read: stop fetching it and have the worker make its segment durable."""
+        plan = reading.plan
+        del self.active[(plan.topic, plan.partition)]
+        try:
+            self.consumer.incremental_unassign([TopicPartition(plan.topic, plan.partition)])
+        except KafkaException as exc:
+            log.debug("unassign %s/%s: %s", plan.topic, plan.partition, exc)
+        self.committing.append((reading, reading.writer.commit_async(plan.high)))
+
+    def _collect(self, wait: bool, quiet: bool = False) -> None:
+        """For each segment made durable (in order): commit the group offset, report, notify.
+
+        ``quiet`` (while failing): record what became durable but call no progress callback and keep going
+        past failed commits, so the original error is the one raised.
+        """
+        while self.committing and (wait or self.committing[0][1].done()):
+            reading, future = self.committing.popleft()
+            plan = reading.plan
+            try:
+                segment = future.result()
+            except BaseException:
+                if quiet:
+                    continue
+                raise
+            item = PartitionLanding(plan.topic, plan.partition, reading.start, plan.high, reading.writer.records,
+                                    reading.writer.bytes, str(segment.path) if segment else None)
+            item.committed = _commit(self.consumer, plan.topic, plan.partition, plan.high, self.report)
+            item.seconds = time.monotonic() - reading.began
+            self.report.partitions.append(item)
+            if not quiet:
+                notify(self.progress, item)
+
+    def _timeout(self, reading: _Reading) -> None:
+        plan, errors = reading.plan, self.errors
+        detail = f"; last client error: {errors.last}" if errors.last is not None else ""
+        eof = f"; the broker reports the end at {reading.eof_at}" if reading.eof_at is not None else ""
+        raise LandingTimeoutError(
+            f"reading {plan.topic}/{plan.partition} range [{reading.start}, {plan.high}) made no progress for "
+            f"{self.timeout_s:.0f}s at offset {reading.reached}{eof}{detail}. Nothing of this range was kept "
+            "(partitions completed before it are landed); check the brokers and rerun (raise the landing timeout "
+            "for slow clusters)"
+        )
 
 
 def land_from_kafka(
@@ -294,6 +413,7 @@ def land_from_kafka(
     allow_gap: bool = False,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     topics: Optional[Sequence[str]] = None,
+    parallel: int = DEFAULT_PARALLEL,
 ) -> LandingReport:
     """Land every partition of the changefeed's topics up to the high watermarks seen at the start.
 
@@ -301,6 +421,7 @@ def land_from_kafka(
     ``{topic}/_data_loss.json`` and a zero-row segment over the lost range so ranges stay contiguous) and carry
     on from the low watermark; without it such partitions are left untouched and :class:`DataLossError` is
     raised after the others landed. ``timeout_s``: the longest a partition may make no progress.
+    ``parallel``: how many partitions are read at once (each buffers up to one row group).
     Raises :class:`LandingError` subclasses; each carries the report of what did land.
     """
     landing_root = Path(landing_root)
@@ -321,6 +442,7 @@ def land_from_kafka(
             except LandingError as exc:
                 exc.report = report
                 raise
+            work: list[tuple[PartitionPlan, int]] = []
             for plan in plans:
                 start = plan.start
                 if plan.regressed:
@@ -345,14 +467,14 @@ def land_from_kafka(
                                        expected_end=lost[1]) as marker:
                         marker.commit(lost[1])
                     start = lost[1]
-                try:
-                    item = _land_partition(consumer, changefeed, landing_root, plan, start, report, errors,
-                                           timeout_s)
-                except LandingError as exc:
-                    exc.report = report
-                    raise
-                report.partitions.append(item)
-                notify(progress, item)
+                work.append((plan, start))
+            reader = _RangeReader(consumer, landing_root, changefeed.name, report, errors, timeout_s, progress,
+                                  parallel)
+            try:
+                reader.run(work)
+            except LandingError as exc:
+                exc.report = report
+                raise
         finally:
             consumer.close()
             report.seconds = time.monotonic() - began

@@ -22,7 +22,7 @@ class PartitionLanding:
     start: int
     end: int
     records: int = 0
-    bytes: int = 0  # key + value + header payload bytes
+    bytes: int = 0  # key + value bytes
     path: Optional[str] = None  # the segment written, None when nothing was written
     committed: Optional[bool] = None  # consumer-group offset committed (Kafka only)
     seconds: float = 0.0

@@ -20,9 +20,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -51,7 +53,7 @@ _SEGMENT_NAME = re.compile(r"^(\d{20})-(\d{20})\.parquet$")
 #: flush a row group after this many records or this many payload bytes, whichever comes first: bounds memory
 #: for large topics while keeping row groups big enough for efficient scans
 ROW_GROUP_RECORDS = 100_000
-ROW_GROUP_BYTES = 64 * 1024 * 1024
+ROW_GROUP_BYTES = 32 * 1024 * 1024
 
 
 @dataclass(frozen=True, order=True)
@@ -265,6 +267,42 @@ def empty_table() -> pa.Table:
     return LANDED_SCHEMA.empty_table()
 
 
+class BackgroundWrites:
+    """One worker thread that encodes, compresses and writes row groups while the caller keeps consuming.
+
+    Parquet encoding, zstd and fsync release the GIL, so they overlap with the consume loop and librdkafka's
+    fetches. At most ``max_pending`` jobs wait at a time (submitting blocks beyond that), which bounds the memory
+    held by row groups not yet written. Jobs run in submission order, so a segment's commit runs after its
+    row groups.
+    """
+
+    def __init__(self, max_pending: int = 4) -> None:
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="landing-writer")
+        self._slots = threading.BoundedSemaphore(max_pending)
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        self._slots.acquire()
+        try:
+            future = self._executor.submit(fn, *args)
+        except BaseException:
+            self._slots.release()
+            raise
+        future.add_done_callback(lambda _: self._slots.release())
+        return future
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True)
+
+    def __enter__(self) -> "BackgroundWrites":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+_Columns = tuple[list, list, list, list, list]
+
+
 class SegmentWriter:
     """Streams one partition's records into a new segment, row group by row group.
 
@@ -272,6 +310,7 @@ class SegmentWriter:
     ``row_group_bytes`` payload bytes, so landing a large partition needs bounded memory. Nothing is visible
     under the final name until :meth:`commit`, which needs the range's ``end`` (known only when reading stops
     for archives). :meth:`abort` deletes the temp file; leaving the ``with`` block on an exception aborts.
+    With ``background``, row groups and the commit are written by that worker (:meth:`commit_async`).
     """
 
     def __init__(
@@ -285,6 +324,7 @@ class SegmentWriter:
         row_group_records: int = ROW_GROUP_RECORDS,
         row_group_bytes: int = ROW_GROUP_BYTES,
         expected_end: Optional[int] = None,
+        background: Optional[BackgroundWrites] = None,
     ) -> None:
         self.landing_root = Path(landing_root)
         self.changefeed = changefeed
@@ -304,6 +344,8 @@ class SegmentWriter:
             f".{final_name}{TMP_SUFFIX}" if final_name else f".{self.start:020d}-open{SEGMENT_SUFFIX}{TMP_SUFFIX}"
         )
         self._writer: Optional[pq.ParquetWriter] = None
+        self._background = background
+        self._jobs: list[Future] = []
         self._closed = False
         self._reset_buffer()
 
@@ -312,7 +354,7 @@ class SegmentWriter:
         self._timestamps: list[Optional[int]] = []
         self._keys: list[Optional[bytes]] = []
         self._values: list[Optional[bytes]] = []
-        self._headers: list[Optional[list[tuple[str, Optional[bytes]]]]] = []
+        self._headers: list[Optional[Sequence[tuple[str, Optional[bytes]]]]] = []  # None: no headers
         self._buffered_bytes = 0
 
     def __enter__(self) -> "SegmentWriter":
@@ -331,37 +373,53 @@ class SegmentWriter:
         headers: Optional[Sequence[tuple[str, Optional[bytes]]]] = None,
     ) -> None:
         """Add one record; offsets must increase and lie at or after ``start``."""
-        if offset < self.start or (self.last_offset is not None and offset <= self.last_offset):
+        self.extend([offset], [timestamp], [key], [value], [headers])
+
+    def extend(
+        self,
+        offsets: list[int],
+        timestamps: list[Optional[int]],
+        keys: list[Optional[bytes]],
+        values: list[Optional[bytes]],
+        headers: list[Optional[Sequence[tuple[str, Optional[bytes]]]]],
+    ) -> None:
+        """Add a run of records given column-wise (the fast path: one call per consumed batch).
+
+        Offsets must increase; as Kafka delivers a partition in order only the run's ends are checked.
+        """
+        if not offsets:
+            return
+        first, last = offsets[0], offsets[-1]
+        if first < self.start or last < first or (self.last_offset is not None and first <= self.last_offset):
             raise ValueError(
-                f"{self.topic}/{self.partition}: offset {offset} out of order "
+                f"{self.topic}/{self.partition}: offsets {first}..{last} out of order "
                 f"(segment start {self.start}, last offset {self.last_offset})"
             )
-        size = (len(key) if key else 0) + (len(value) if value else 0)
-        if headers:
-            size += sum(len(k) + (len(v) if v else 0) for k, v in headers)
-        self._offsets.append(offset)
-        self._timestamps.append(timestamp)
-        self._keys.append(key)
-        self._values.append(value)
-        self._headers.append(list(headers) if headers else [])
+        size = sum(map(len, filter(None, keys))) + sum(map(len, filter(None, values)))
+        self._offsets.extend(offsets)
+        self._timestamps.extend(timestamps)
+        self._keys.extend(keys)
+        self._values.extend(values)
+        self._headers.extend(headers)
         self._buffered_bytes += size
         self.bytes += size
-        self.records += 1
-        self.last_offset = offset
+        self.records += len(offsets)
+        self.last_offset = last
         if len(self._offsets) >= self.row_group_records or self._buffered_bytes >= self.row_group_bytes:
             self.flush()
 
-    def _buffer_table(self) -> pa.Table:
-        n = len(self._offsets)
+    def _table(self, columns: _Columns) -> pa.Table:
+        offsets, timestamps, keys, values, headers = columns
+        n = len(offsets)
         return pa.Table.from_arrays(
             [
-                pa.array([self.topic] * n, pa.string()),
-                pa.array([self.partition] * n, pa.int32()),
-                pa.array(self._offsets, pa.int64()),
-                pa.array(self._timestamps, pa.int64()),
-                pa.array(self._keys, pa.binary()),
-                pa.array(self._values, pa.binary()),
-                pa.array(self._headers, LANDED_SCHEMA.field("headers").type),
+                pa.repeat(pa.scalar(self.topic, pa.string()), n),
+                pa.repeat(pa.scalar(self.partition, pa.int32()), n),
+                pa.array(offsets, pa.int64()),
+                pa.array(timestamps, pa.int64()),
+                pa.array(keys, pa.binary()),
+                pa.array(values, pa.binary()),
+                pa.array([h or [] for h in headers], LANDED_SCHEMA.field("headers").type),
             ],
             schema=LANDED_SCHEMA,
         )
@@ -373,18 +431,40 @@ class SegmentWriter:
             )
         return self._writer
 
+    def _write(self, columns: _Columns) -> None:
+        self._open().write_table(self._table(columns), row_group_size=len(columns[0]))
+
+    def _run(self, fn: Callable[..., Any], *args: Any) -> Future:
+        if self._background is None:
+            done: Future = Future()
+            try:
+                done.set_result(fn(*args))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller through the future
+                done.set_exception(exc)
+            return done
+        job = self._background.submit(fn, *args)
+        self._jobs.append(job)
+        return job
+
     def flush(self) -> None:
-        """Write the buffered records as one row group."""
+        """Write the buffered records as one row group (in the background worker when there is one)."""
         if not self._offsets:
             return
-        self._open().write_table(self._buffer_table(), row_group_size=len(self._offsets))
+        columns = (self._offsets, self._timestamps, self._keys, self._values, self._headers)
         self._reset_buffer()
+        job = self._run(self._write, columns)
+        if self._background is None:
+            job.result()
 
     def commit(self, end: int) -> Optional[Segment]:
         """Make the segment ``[start, end)`` durable under its final name; None when ``start == end``.
 
         Every appended offset must be below ``end``.
         """
+        return self.commit_async(end).result()
+
+    def commit_async(self, end: int) -> Future:
+        """:meth:`commit` as a future (resolved at once without a background worker)."""
         if self._closed:
             raise RuntimeError("segment writer already closed")
         if end < self.start:
@@ -393,29 +473,52 @@ class SegmentWriter:
             raise ValueError(f"{self.topic}/{self.partition}: offset {self.last_offset} is not below end {end}")
         if end == self.start:
             self.abort()
-            return None
+            done: Future = Future()
+            done.set_result(None)
+            return done
         self.flush()
-        writer = self._open()  # a range with no records still gets a (zero-row) file
-        writer.close()
-        self._writer = None
-        with open(self.tmp_path, "rb+") as handle:
-            os.fsync(handle.fileno())
-        final = self.directory / segment_name(self.start, end)
-        os.replace(self.tmp_path, final)
-        fsync_dir(self.directory)
         self._closed = True
+        return self._run(self._commit_now, end, list(self._jobs))
+
+    def _commit_now(self, end: int, jobs: Sequence[Future]) -> Segment:
+        try:
+            for job in jobs:
+                job.result()  # a failed row group write fails the commit
+            writer = self._open()  # a range with no records still gets a (zero-row) file
+            writer.close()
+            self._writer = None
+            with open(self.tmp_path, "rb+") as handle:
+                os.fsync(handle.fileno())
+            final = self.directory / segment_name(self.start, end)
+            os.replace(self.tmp_path, final)
+            fsync_dir(self.directory)
+        except BaseException:
+            self._discard()
+            raise
         return Segment(self.topic, self.partition, self.start, end, final)
 
     def abort(self) -> None:
-        """Drop everything written so far; the final name is never created."""
+        """Drop everything written so far; the final name is never created.
+
+        Waits for this writer's background jobs first, so no worker writes the temp file after it is deleted
+        (a commit already under way completes: its segment is whole and next in line, so it may stay).
+        """
         self._closed = True
+        self._reset_buffer()
+        for job in self._jobs:
+            try:
+                job.result()
+            except BaseException:  # noqa: BLE001 - we are discarding the file anyway
+                pass
+        self._discard()
+
+    def _discard(self) -> None:
         if self._writer is not None:
             try:
                 self._writer.close()
             except Exception:  # noqa: BLE001 - we are discarding the file anyway
                 pass
             self._writer = None
-        self._reset_buffer()
         try:
             self.tmp_path.unlink()
         except FileNotFoundError:

@@ -117,13 +117,18 @@ class RunContext:
         if self.report is not None:
             self.report.halted.append({"table": f"{schema}.{table}", "ddl_ts": ts, "query": query, "reason": reason})
 
-    def flush(self, schema: str, table: str, upto_ts: int) -> None:
-        """Merge the table's rows below ``upto_ts`` (inclusive), unless it is halted below that."""
+    def flush(self, schema: str, table: str, upto_ts: int, create_missing: bool = True) -> None:
+        """Merge the table's rows below ``upto_ts`` (inclusive), unless it is halted below that.
+
+        ``create_missing``: a table with rows but no CREATE TABLE seen is created from the rows' types (only for
+        the final flush: before a DDL, a missing table is the one the DDL is about to create)."""
         key = table_key(schema, table)
         if key in self.halted and self.halted[key] <= upto_ts:
             upto_ts = self.halted[key] - 1
         target = self.target(schema, table)
         if not target.exists:
+            if not create_missing:
+                return
             target = self.create_from_rows(schema, table)
             if target is None:
                 return
@@ -168,38 +173,54 @@ def _ddl_records(rows) -> list[DDLRecord]:
     ]
 
 
-def _row_stats(events, cut: int) -> dict[TableKey, dict[str, Any]]:
-    """Per upstream table: row count and ts range below the cut, and one row's column types (small collect)."""
+@dataclass
+class StagedStats:
+    """Small aggregates of the staged events, computed in one pass (one Spark job)."""
+
+    resolved: dict[tuple[str, int], int]  # partition -> greatest resolved ts seen
+    rows: dict[TableKey, dict[str, Any]]  # table -> schema/table names, rows, ts range, column types, keys
+    failures: int
+    max_commit_ts: int
+
+
+def staged_stats(events) -> StagedStats:
     from pyspark.sql import functions as F
 
-    rows = events.filter((F.col("kind") == "row") & (F.col("commit_ts") <= cut))
-    grouped = rows.groupBy(F.lower("schema_name").alias("s"), F.lower("table_name").alias("t")).agg(
+    grouped = events.groupBy(
+        "kind", "topic", "partition", F.lower("schema_name").alias("s"), F.lower("table_name").alias("t")
+    ).agg(
         F.first("schema_name").alias("schema"),
         F.first("table_name").alias("table"),
-        F.count(F.lit(1)).alias("rows"),
+        F.count(F.lit(1)).alias("n"),
         F.min("commit_ts").alias("min_ts"),
         F.max("commit_ts").alias("max_ts"),
         F.max_by(F.col("column_types"), F.size("column_types")).alias("column_types"),
         F.max_by(F.col("key_columns"), F.size("column_types")).alias("key_columns"),
     )
-    stats = {}
+    stats = StagedStats({}, {}, 0, 0)
     for r in grouped.collect():
-        types = list((r["column_types"] or {}).items())
-        stats[(r["s"], r["t"])] = {
-            "schema": r["schema"], "table": r["table"], "rows": r["rows"], "min_ts": r["min_ts"],
-            "max_ts": r["max_ts"], "column_types": types, "key_columns": list(r["key_columns"] or []),
-        }
+        kind = r["kind"]
+        if kind == "resolved":
+            key = (r["topic"], r["partition"])
+            stats.resolved[key] = max(stats.resolved.get(key, 0), r["max_ts"])
+        elif kind == "error":
+            stats.failures += r["n"]
+        elif kind == "row":
+            stats.max_commit_ts = max(stats.max_commit_ts, r["max_ts"] or 0)
+            key = (r["s"], r["t"])
+            types = list((r["column_types"] or {}).items())
+            entry = stats.rows.setdefault(key, {
+                "schema": r["schema"], "table": r["table"], "rows": 0, "min_ts": r["min_ts"], "max_ts": r["max_ts"],
+                "column_types": types, "key_columns": list(r["key_columns"] or []),
+            })
+            entry["rows"] += r["n"]
+            entry["min_ts"] = min(entry["min_ts"], r["min_ts"])
+            entry["max_ts"] = max(entry["max_ts"], r["max_ts"])
+            if len(types) > len(entry["column_types"]):
+                entry["column_types"], entry["key_columns"] = types, list(r["key_columns"] or [])
+        elif kind == "ddl":
+            stats.max_commit_ts = max(stats.max_commit_ts, r["max_ts"] or 0)
     return stats
-
-
-def _partition_aggregates(events, kind: str, column: str, how: str, cut: Optional[int] = None):
-    from pyspark.sql import functions as F
-
-    frame = events.filter(F.col("kind") == kind)
-    if cut is not None:
-        frame = frame.filter(F.col("commit_ts") <= cut)
-    agg = getattr(F, how)(column).alias("value")
-    return {(r["topic"], r["partition"]): r["value"] for r in frame.groupBy("topic", "partition").agg(agg).collect()}
 
 
 def run_merge(
@@ -245,11 +266,15 @@ def run_merge(
         )
         say(f"{cf.name}: decoding {len(paths)} landed segment(s) with protocol {protocol}")
         decode_landed(spark, paths, start, protocol, options).write.mode("overwrite").parquet(str(staged_path))
-        events = spark.read.parquet(str(staged_path))
+        from pyspark import StorageLevel
+
+        # read many times (stats, DDLs, one MERGE per table and barrier): keep it in executors, spilling to disk
+        events = spark.read.parquet(str(staged_path)).persist(StorageLevel.MEMORY_AND_DISK)
         try:
             _merge_staged(spark, settings, cf.name, protocol, state, checkpoint, events, partitions, landed_end,
                           report, stop_ts, say)
         finally:
+            events.unpersist()
             shutil.rmtree(staging, ignore_errors=True)
     report.seconds = time.monotonic() - started
     return report
@@ -260,8 +285,8 @@ def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, even
     from pyspark.sql import functions as F
 
     resolved_mode = protocol not in PROTOCOLS_WITHOUT_RESOLVED_TS
-    seen_resolved = _partition_aggregates(events, "resolved", "commit_ts", "max")
-    partition_resolved = merge_resolved(checkpoint.partition_resolved, seen_resolved)
+    stats = staged_stats(events)
+    partition_resolved = merge_resolved(checkpoint.partition_resolved, stats.resolved)
     ddl_rows = events.filter(F.col("kind") == "ddl").select(
         "commit_ts", "schema_name", "table_name", "ddl_query", "ddl_type", "topic", "partition", "offset", "seq",
         "table_schema", "is_bootstrap",
@@ -271,29 +296,29 @@ def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, even
         plan = plan_run(partitions, partition_resolved, records, stop_ts)
     else:
         # no resolved events: everything landed is applied, each key in commit-ts order
-        max_ts = events.agg(F.max("commit_ts")).collect()[0][0] or 0
+        max_ts = stats.max_commit_ts
         upto = min(max_ts, stop_ts) if stop_ts is not None else max_ts
         plan = RunPlan(resolved_ts=upto, ddls=order_ddls(records, upto), bootstraps=latest_bootstraps(records))
     cut = plan.resolved_ts
     report.resolved_ts = max(cut, checkpoint.resolved_ts)
-    failures = events.filter(F.col("kind") == "error")
-    report.dead_letters = failures.count()
+    report.dead_letters = stats.failures
     if report.dead_letters:
-        state.record_dead_letters(changefeed, failures, report.run_id)
+        state.record_dead_letters(changefeed, events.filter(F.col("kind") == "error"), report.run_id)
         say(f"{changefeed}: {report.dead_letters} undecodable message(s) sent to the dead-letter table")
-    halted = {table_key(h.schema, h.table): h.ddl_ts for h in state.halted(changefeed)}
+    halts = state.halted(changefeed, include_resolved=True)
+    halted = {table_key(h.schema, h.table): h.ddl_ts for h in halts if not h.resolution}
     ctx = RunContext(
         spark=spark, settings=settings, changefeed=changefeed, ji=JavaIceberg(spark, settings.catalog_name),
-        state=state, events=events, run_id=report.run_id, halted=halted, row_stats=_row_stats(events, cut),
+        state=state, events=events, run_id=report.run_id, halted=halted, row_stats=stats.rows,
         report=report, resolved_mode=resolved_mode,
     )
-    ddl_apply.apply_resolutions(ctx, state.resolutions(changefeed))
+    ddl_apply.apply_resolutions(ctx, [h for h in halts if h.resolution])
     for bootstrap in plan.bootstraps:
         ddl_apply.apply_bootstrap(ctx, bootstrap)
     say(f"{changefeed}: cut at resolved ts {cut}; {len(plan.ddls)} DDL(s); {len(ctx.row_stats)} table(s) with rows")
     for record in plan.ddls:
         for schema, table in ddl_apply.tables_blocked(ctx, record):
-            ctx.flush(schema, table, record.commit_ts - 1)
+            ctx.flush(schema, table, record.commit_ts - 1, create_missing=False)
         ddl_apply.apply_ddl(ctx, record)
     tables = set(checkpoint.tables) | {f"{s}.{t}" for s, t in ctx.row_stats}
     for key, stats in sorted(ctx.row_stats.items()):

@@ -1,0 +1,69 @@
+"""spark-submit entry point: land an archived topic (Kafka log segments) and merge it into Iceberg.
+
+    spark-submit --master spark://host:7077 --jars <iceberg runtime>,<jdbc driver> spark_jobs/backfill_job.py \
+        --archive /data/archive --changefeed orders [--protocol open] [--stop-ts TSO] [--result-file out.json]
+
+The same as ``lakehouse backfill`` (``ticdc_lakehouse.pipeline.backfill``), with the session spark-submit
+created: the landing runs in the driver, decoding and merging in the executors. A corrupt archive batch lands
+what precedes it, the merge still runs, then the job exits non-zero naming the damage. Settings come from the
+environment (``LAKEHOUSE_HOME``, ``LAKEHOUSE_CONFIG``, secrets), never from the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="backfill_job.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--archive", required=True, help="directory with <topic>-<partition>/<offset>.log files")
+    parser.add_argument("--changefeed", help="changefeed to land into (default: the only/first configured one)")
+    parser.add_argument("--protocol", help="protocol of the archived messages (default: the changefeed's)")
+    parser.add_argument("--stop-ts", type=int, help="merge no further than this TSO")
+    parser.add_argument("--config", help="config file (default: $LAKEHOUSE_CONFIG or conf/lakehouse.toml)")
+    parser.add_argument("--result-file", help="also write the JSON result here")
+    parser.add_argument("--app-name", default="lakehouse-backfill")
+    return parser
+
+
+def write_result(result: dict, result_file: Optional[str]) -> None:
+    text = json.dumps(result, default=str)
+    print(text, flush=True)
+    if result_file:
+        path = Path(result_file)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.pipeline import backfill
+    from ticdc_lakehouse.spark_session import get_spark
+
+    settings = load_settings(args.config)
+    spark = get_spark(settings, args.app_name)
+
+    def progress(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    try:
+        result = backfill(settings, Path(args.archive), changefeed=args.changefeed, protocol=args.protocol,
+                          stop_ts=args.stop_ts, progress=progress, spark=spark)
+    finally:
+        from ticdc_lakehouse.iceberg.commit import shutdown_callback_server
+
+        shutdown_callback_server(spark)
+        spark.stop()
+    write_result(result, args.result_file)
+    return 0 if result.get("ok", True) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

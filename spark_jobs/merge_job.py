@@ -1,0 +1,68 @@
+"""spark-submit entry point: merge what has landed for a changefeed into Iceberg.
+
+    spark-submit --master spark://host:7077 --jars <iceberg runtime>,<jdbc driver> spark_jobs/merge_job.py \
+        --changefeed orders [--protocol open] [--stop-ts TSO] [--result-file merge.json]
+
+The Airflow ``MergeChangefeedOperator`` builds that command from ``spark_plan`` when ``spark.submit =
+"spark-submit"``. Settings come from the environment exactly as for the CLI (``LAKEHOUSE_HOME``,
+``LAKEHOUSE_CONFIG``, ``LAKEHOUSE_CATALOG_PASSWORD``, ...), so secrets never appear on the command line. The
+result (the same dict as ``lakehouse merge``) is printed as JSON and written to ``--result-file``: in client
+mode the driver runs beside the submitting task, which reads it back for XCom.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="merge_job.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--changefeed", help="changefeed to merge (default: the only/first configured one)")
+    parser.add_argument("--protocol", help="protocol of the landed messages (default: the changefeed's)")
+    parser.add_argument("--stop-ts", type=int, help="merge no further than this TSO")
+    parser.add_argument("--config", help="config file (default: $LAKEHOUSE_CONFIG or conf/lakehouse.toml)")
+    parser.add_argument("--result-file", help="also write the JSON result here")
+    parser.add_argument("--app-name", default="lakehouse-merge")
+    return parser
+
+
+def write_result(result: dict, result_file: Optional[str]) -> None:
+    text = json.dumps(result, default=str)
+    print(text, flush=True)
+    if result_file:
+        path = Path(result_file)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.pipeline import merge
+    from ticdc_lakehouse.spark_session import get_spark
+
+    settings = load_settings(args.config)
+    spark = get_spark(settings, args.app_name)
+
+    def progress(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    try:
+        result = merge(settings, args.changefeed, args.protocol, args.stop_ts, progress=progress, spark=spark)
+    finally:
+        from ticdc_lakehouse.iceberg.commit import shutdown_callback_server
+
+        shutdown_callback_server(spark)
+        spark.stop()
+    write_result(result, args.result_file)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
