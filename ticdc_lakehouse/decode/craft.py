@@ -184,16 +184,9 @@ def _varint_value(data: bytes, pos: int, stop: int) -> Optional[int]:
 
 
 def _values_function(names: list[str], kinds: list[int]) -> Callable[[bytes, int, int], Optional[dict]]:
-    count = len(names)
-    targets = ", ".join(f"L{i}" for i in range(count)) + ("," if count == 1 else "")
-    lines = ["def values(data, pos, end, str=str, repr=repr, max=max, map=map):", "    try:",
-             f"        lengths = data[pos:pos + {count}]",
-             f"        if len(lengths) == {count} and max(lengths) < 0x80:  # one byte each: zigzag by table",
-             f"            {targets} = map(zigzag_get, lengths)",
-             f"            pos += {count}",
-             "        else:"]
-    for i in range(count):
-        lines += ["            " + line for line in _LENGTH_SOURCE.format(i=i).split("\n")]
+    lines = ["def values(data, pos, end, str=str, repr=repr):", "    try:"]
+    for i in range(len(names)):
+        lines += ["        " + line for line in _LENGTH_SOURCE.format(i=i).split("\n")]
     for i, kind in enumerate(kinds):
         lines += [f"        if L{i} < 0:", f"            if L{i} != -1: return None", f"            v{i} = None",
                   "        else:", f"            stop = pos + L{i}"]  # an overrun leaves pos > end: caught below
@@ -203,8 +196,7 @@ def _values_function(names: list[str], kinds: list[int]) -> Callable[[bytes, int
               "    if pos != end: return None",
               "    return {" + ", ".join(f"{name!r}: v{i}" for i, name in enumerate(names)) + "}"]
     namespace = {"varint_value": _varint_value, "b2a_base64": binascii.b2a_base64, "unpack_f64": _F64.unpack_from,
-                 "float32_repr": float32_repr, "struct": struct, "zigzag": _ZIGZAG,
-                 "zigzag_get": _ZIGZAG.__getitem__, "signed_text": _SIGNED_TEXT,
+                 "float32_repr": float32_repr, "struct": struct, "zigzag": _ZIGZAG, "signed_text": _SIGNED_TEXT,
                  "unsigned_text": _UNSIGNED_TEXT}
     exec("\n".join(lines), namespace)  # noqa: S102 - built from fixed templates and repr() literals
     return namespace["values"]

@@ -1,0 +1,22 @@
+# One entry point. The README's two commands are `make demo` and `make test`.
+.PHONY: setup demo test test-fast bench clean
+
+setup:
+	@bash scripts/setup.sh
+
+demo: setup
+	.venv/bin/lakehouse demo
+
+test: setup
+	.venv/bin/python -m pytest -q -p no:cacheprovider tests
+
+test-fast: setup
+	.venv/bin/python -m pytest -q -p no:cacheprovider tests -m "not spark and not broker and not airflow"
+
+bench: setup
+	.venv/bin/python bench/decode.py
+	.venv/bin/python bench/land.py
+	.venv/bin/python bench/merge.py
+
+clean:
+	rm -rf .lakehouse

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Idempotent setup on a fresh Debian machine (run as root, or with sudo for the apt part):
+#   Java 17, the Debian JDBC drivers (SQLite, PostgreSQL), a virtualenv with the pinned stack, then a check.
+# Re-running does nothing that is already done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
+[ -f /usr/share/java/sqlite-jdbc.jar ] || [ -f /usr/share/java/xerial-sqlite-jdbc.jar ] || need_apt+=(libxerial-sqlite-jdbc-java)
+ls /usr/lib/*/jni/libsqlitejdbc.so >/dev/null 2>&1 || need_apt+=(libxerial-sqlite-jdbc-jni)
+[ -f /usr/share/java/postgresql.jar ] || need_apt+=(libpostgresql-jdbc-java)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${need_apt[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv"
+  "$PY" -m venv .venv
+fi
+stamp=".venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
+if [ ! -f "$stamp" ]; then
+  echo "setup: installing the pinned Python stack into .venv (a few minutes the first time)"
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -e '.[airflow,test]'
+  rm -f .venv/.installed-*
+  touch "$stamp"
+fi
+# Verify the stack: pyspark 3.5.x (a 6.x Spark provider would have replaced it), the complete Iceberg jar, drivers.
+.venv/bin/lakehouse check >/dev/null || { .venv/bin/lakehouse check; exit 1; }
+echo "setup: ok ($(.venv/bin/python -c 'import pyspark; print("pyspark", pyspark.__version__)'))"

@@ -1,0 +1,520 @@
+"""``lakehouse status``: where each changefeed stands, from Kafka to the applied cut, in one read-only look.
+
+Per changefeed it answers the operator's questions in pipeline order:
+
+* **landing**: per topic/partition, what has landed (the last segment's end), what Kafka has (its end offset) and
+  the lag between them, and whether the landed ranges tile without gaps or overlaps;
+* **merging**: what is landed but not applied yet (``pending`` = landed end - the checkpoint's restart offset),
+  each partition's resolved ts and the global one (the applied cut), as TSO and as upstream wall-clock time;
+* **the lake**: each table's applied watermark (``tidb.resolved-ts``, found like the merge engine finds it, by
+  walking the current snapshot's ancestry) and its snapshot; halted tables with the DDL that stopped them;
+  dead-letter counts.
+
+Why read-only and lock-free: status is what you run *because* something looks stuck, typically while a merge is
+running. It never takes the merge lock and never creates anything (not even the control tables): Iceberg reads
+are snapshot-isolated, so it sees the last committed state. Kafka is asked with a hard deadline in a worker
+thread, so a dead or unreachable broker gives "kafka unreachable" after a few seconds instead of a hang.
+Secrets never reach the output: the catalog URI and bootstrap servers go through ``mask_uri_password`` and the
+changefeed settings through ``mask_secrets``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+from ticdc_lakehouse.config import ChangefeedConfig, Settings, mask_secrets, mask_uri_password
+
+log = logging.getLogger(__name__)
+
+#: the longest status waits for Kafka, all requests together
+KAFKA_TIMEOUT_S = 5.0
+CONTROL_NAMESPACE = "_lakehouse"
+DATA_LOSS_FILE = "_data_loss.json"
+
+PartitionKey = tuple[str, int]
+
+
+# -- small pure helpers -------------------------------------------------------------------------------------
+def tso_time(tso: Optional[int]) -> Optional[str]:
+    """ISO-8601 UTC wall-clock time of a TSO; None for 0/None or a value beyond any real clock."""
+    from ticdc_lakehouse.timetravel import tso_to_datetime
+
+    if not tso or tso <= 0:
+        return None
+    try:
+        return tso_to_datetime(int(tso)).isoformat(timespec="milliseconds")
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def _iso(value: Any) -> Optional[str]:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)  # control tables store UTC without a zone
+        return value.isoformat(timespec="seconds")
+    return str(value)
+
+
+def _sql_string(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def _mask_text(text: Optional[str]) -> Optional[str]:
+    return mask_uri_password(text) if text else text
+
+
+# -- Kafka --------------------------------------------------------------------------------------------------
+@dataclass
+class KafkaProbe:
+    """Kafka's end offsets for some topics, or why they could not be read."""
+
+    checked: bool
+    reachable: Optional[bool] = None
+    error: Optional[str] = None
+    ends: dict[PartitionKey, int] = field(default_factory=dict)
+    topic_errors: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "checked": self.checked,
+            "reachable": self.reachable,
+            "error": _mask_text(self.error),
+            "topic_errors": {t: _mask_text(e) for t, e in sorted(self.topic_errors.items())},
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def _probe_config(changefeed: ChangefeedConfig, errors: list[str]) -> dict[str, Any]:
+    from ticdc_lakehouse.landing.kafka_source import consumer_config
+
+    config = consumer_config(changefeed)
+    config["client.id"] = "ticdc-lakehouse-status"
+    config["error_cb"] = lambda error: errors.append(str(error))
+    # librdkafka would print every failed connection attempt on stderr: keep it in our log instead
+    config["logger"] = logging.getLogger("ticdc_lakehouse.status.kafka")
+    return config
+
+
+def _probe_worker(changefeed: ChangefeedConfig, topics: Sequence[str], timeout_s: float, probe: KafkaProbe,
+                  errors: list[str]) -> None:
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    deadline = time.monotonic() + timeout_s
+    try:
+        consumer = Consumer(_probe_config(changefeed, errors))
+    except KafkaException as exc:
+        probe.reachable, probe.error = False, f"bad Kafka settings: {exc}"
+        return
+    try:
+        # all topics: asking for one by name may auto-create it on brokers that allow that
+        metadata = consumer.list_topics(timeout=max(0.1, deadline - time.monotonic()))
+        probe.reachable = True
+        for topic in topics:
+            info = metadata.topics.get(topic)
+            if info is None:
+                probe.topic_errors[topic] = "topic does not exist in Kafka"
+                continue
+            if info.error is not None:
+                probe.topic_errors[topic] = str(info.error)
+                continue
+            for partition in sorted(info.partitions):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    probe.topic_errors[topic] = f"no answer within {timeout_s:.0f}s for every partition"
+                    break
+                _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=remaining,
+                                                         cached=False)
+                probe.ends[(topic, partition)] = int(high)
+    except KafkaException as exc:
+        detail = exc.args[0] if exc.args else exc
+        last = f"; last client error: {errors[-1]}" if errors else ""
+        if probe.reachable:
+            probe.error = f"Kafka request failed: {detail}{last}"
+        else:
+            probe.reachable, probe.error = False, f"no answer within {timeout_s:.0f}s: {detail}{last}"
+    except Exception as exc:  # noqa: BLE001 - status reports, it never crashes on a broker problem
+        probe.reachable = bool(probe.reachable)
+        probe.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        try:
+            consumer.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def kafka_end_offsets(changefeed: ChangefeedConfig, topics: Sequence[str],
+                      timeout_s: float = KAFKA_TIMEOUT_S) -> KafkaProbe:
+    """Kafka's end offset of every partition of ``topics``, within ``timeout_s`` whatever the brokers do.
+
+    The requests run in a daemon thread joined with a deadline: librdkafka calls honour their timeouts, but a
+    status command must not depend on that when a broker half-answers.
+    """
+    started = time.monotonic()
+    probe = KafkaProbe(checked=True)
+    errors: list[str] = []
+    worker = threading.Thread(target=_probe_worker, args=(changefeed, list(topics), timeout_s, probe, errors),
+                              name="lakehouse-status-kafka", daemon=True)
+    worker.start()
+    worker.join(timeout_s + 2.0)
+    if worker.is_alive():
+        probe = KafkaProbe(checked=True, reachable=False, error=f"no answer within {timeout_s:.0f}s")
+    elif probe.reachable is None:
+        probe.reachable, probe.error = False, probe.error or "no answer"
+    probe.seconds = time.monotonic() - started
+    return probe
+
+
+# -- landing ------------------------------------------------------------------------------------------------
+@dataclass
+class LandedView:
+    """What the landing zone holds for one changefeed (files only)."""
+
+    topics: list[str]
+    starts: dict[PartitionKey, int]
+    ends: dict[PartitionKey, Optional[int]]
+    problems: list[str]
+    data_loss: list[dict[str, Any]]
+
+
+def landed_view(landing_root: Path, changefeed: str) -> LandedView:
+    from ticdc_lakehouse.landing.segments import (
+        check_contiguous,
+        known_partitions,
+        landed_topics,
+        list_segments,
+        topic_dir,
+    )
+
+    segments = list_segments(landing_root, changefeed)
+    topics = landed_topics(landing_root, changefeed)
+    ends: dict[PartitionKey, Optional[int]] = {
+        (topic, p): None for topic in topics for p in known_partitions(landing_root, changefeed, topic)
+    }
+    starts: dict[PartitionKey, int] = {}
+    for key, items in segments.items():
+        ends[key] = max(s.end for s in items)
+        starts[key] = min(s.start for s in items)
+    problems = check_contiguous(s for items in segments.values() for s in items)
+    losses: list[dict[str, Any]] = []
+    for topic in topics:
+        path = topic_dir(landing_root, changefeed, topic) / DATA_LOSS_FILE
+        if path.is_file():
+            try:
+                entries = json.loads(path.read_text())
+            except (OSError, ValueError) as exc:
+                problems.append(f"{topic}: unreadable {DATA_LOSS_FILE}: {exc}")
+                continue
+            losses += [{"topic": topic, **entry} for entry in entries]
+    return LandedView(topics, starts, ends, problems, losses)
+
+
+def partition_rows(
+    landed: LandedView,
+    probe: KafkaProbe,
+    restart_offsets: Mapping[PartitionKey, int],
+    partition_resolved: Mapping[PartitionKey, int],
+) -> list[dict[str, Any]]:
+    """One row per topic/partition known to landing, Kafka or the checkpoint (pure)."""
+    keys = set(landed.ends) | set(probe.ends) | set(restart_offsets) | set(partition_resolved)
+    rows = []
+    for topic, partition in sorted(keys):
+        key = (topic, partition)
+        end = landed.ends.get(key)
+        kafka_end = probe.ends.get(key)
+        restart = restart_offsets.get(key, 0)
+        resolved = partition_resolved.get(key, 0)
+        prefix = f"{topic}/{partition}:"
+        rows.append({
+            "topic": topic,
+            "partition": partition,
+            "landed_start": landed.starts.get(key),
+            "landed_end": end,
+            "kafka_end": kafka_end,
+            "lag": (kafka_end - (end or 0)) if kafka_end is not None else None,
+            "restart_offset": restart,
+            "pending": max(0, (end or 0) - restart),
+            "resolved_ts": resolved,
+            "resolved_time": tso_time(resolved),
+            "problems": [p for p in landed.problems if p.startswith(prefix)],
+        })
+    return rows
+
+
+# -- the lake -----------------------------------------------------------------------------------------------
+def watermark_snapshot(jtable) -> tuple[int, Optional[int]]:
+    """``(watermark, id of the snapshot recording it)``, walking the ancestry like ``java_api.watermark_of``."""
+    from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY
+
+    snapshot = jtable.currentSnapshot()
+    while snapshot is not None:
+        value = snapshot.summary().get(RESOLVED_TS_PROPERTY)
+        if value:
+            return int(value), int(snapshot.snapshotId())
+        parent = snapshot.parentId()
+        snapshot = jtable.snapshot(parent) if parent is not None else None
+    return 0, None
+
+
+def _table_row(ji, name: str, cut_snapshot: Optional[int], halted: bool) -> dict[str, Any]:
+    from ticdc_lakehouse.iceberg.java_api import watermark_of
+
+    namespace, _, table = name.partition(".")
+    row: dict[str, Any] = {"table": name, "exists": False, "halted": halted, "cut_snapshot_id": cut_snapshot}
+    if not ji.table_exists(namespace, table):
+        return row
+    jtable = ji.load(namespace, table)
+    current = jtable.currentSnapshot()
+    summary = dict(current.summary()) if current is not None else {}
+    watermark = watermark_of(jtable)
+    _, snapshot_id = watermark_snapshot(jtable)
+    row.update({
+        "exists": True,
+        "watermark": watermark,
+        "watermark_time": tso_time(watermark),
+        "watermark_snapshot_id": snapshot_id,
+        "snapshot_id": int(current.snapshotId()) if current is not None else None,
+        "records": int(summary["total-records"]) if "total-records" in summary else None,
+        "data_files": int(summary["total-data-files"]) if "total-data-files" in summary else None,
+        "delete_files": int(summary["total-delete-files"]) if "total-delete-files" in summary else None,
+    })
+    return row
+
+
+def _changefeed_tables(ji, changefeed: str) -> set[str]:
+    """Tables whose ``tidb.changefeed`` property names the changefeed (created before any checkpoint, too)."""
+    from ticdc_lakehouse.iceberg.tables import CHANGEFEED_PROPERTY
+
+    found = set()
+    for namespace in ji.list_namespaces():
+        if namespace == CONTROL_NAMESPACE:
+            continue
+        for table in ji.list_tables(namespace):
+            properties = ji.load(namespace, table).properties()
+            if properties.get(CHANGEFEED_PROPERTY) == changefeed:
+                found.add(f"{namespace}.{table}")
+    return found
+
+
+@dataclass
+class LakeView:
+    """What the catalog says about one changefeed (control tables and target tables)."""
+
+    checkpoint: Any  # state.Checkpoint
+    checkpoints: int
+    halted: list[dict[str, Any]]
+    dead_letters: int
+    tables: list[dict[str, Any]]
+
+
+def lake_view(spark, ji, catalog: str, changefeed: str, control_ready: bool) -> LakeView:
+    from ticdc_lakehouse.state import Checkpoint, StateStore
+
+    checkpoint, count, halted, dead = Checkpoint(changefeed), 0, [], 0
+    if control_ready:
+        state = StateStore(spark, catalog)
+        checkpoint = state.latest_checkpoint(changefeed)
+        count = spark.table(state.table("checkpoints")).filter(f"changefeed = '{_sql_string(changefeed)}'").count()
+        halted = [
+            {"table": f"{h.schema}.{h.table}", "ddl_ts": h.ddl_ts, "ddl_time": tso_time(h.ddl_ts), "query": h.query,
+             "reason": _mask_text(h.reason), "halted_at": _iso(h.halted_at)}
+            for h in state.halted(changefeed)
+        ]
+        dead = int(state.dead_letter_counts(changefeed).get(changefeed, 0))
+    halted_names = {h["table"].lower() for h in halted}
+    names = {n.lower() for n in checkpoint.tables} | halted_names | _changefeed_tables(ji, changefeed)
+    tables = [
+        _table_row(ji, name, checkpoint.tables.get(name), name in halted_names) for name in sorted(names)
+    ]
+    return LakeView(checkpoint, count, halted, dead, tables)
+
+
+# -- assembling ---------------------------------------------------------------------------------------------
+def changefeed_names(settings: Settings, landing_root: Path, with_checkpoints: Sequence[str] = ()) -> list[str]:
+    """Configured changefeeds (``default`` when none), plus any with landed data or checkpoints."""
+    names = list(settings.changefeeds) or ["default"]
+    if landing_root.is_dir():
+        for path in sorted(landing_root.iterdir()):
+            if path.is_dir() and not path.name.startswith((".", "_")) and path.name not in names:
+                names.append(path.name)
+    names += [n for n in with_checkpoints if n not in names]
+    return names
+
+
+def _changefeed_status(settings: Settings, spark, ji, name: str, kafka: bool, control_ready: bool,
+                       kafka_timeout_s: float) -> dict[str, Any]:
+    cf = settings.changefeed(name)
+    landed = landed_view(settings.landing_path, cf.name)
+    topics = sorted(set(cf.topics) | set(landed.topics))
+    probe = kafka_end_offsets(cf, topics, kafka_timeout_s) if kafka else KafkaProbe(checked=False)
+    lake = lake_view(spark, ji, settings.catalog_name, cf.name, control_ready)
+    checkpoint = lake.checkpoint
+    partitions = partition_rows(landed, probe, checkpoint.restart_offsets, checkpoint.partition_resolved)
+    lags = [p["lag"] for p in partitions if p["lag"] is not None]
+    masked = mask_secrets(settings.raw.get("changefeeds", {}).get(cf.name, {}))
+    return {
+        "changefeed": cf.name,
+        "configured": cf.name in settings.changefeeds,
+        "protocol": checkpoint.protocol or cf.protocol,
+        "topics": topics,
+        "bootstrap_servers": _mask_text(cf.bootstrap_servers),
+        "settings": masked,
+        "kafka": probe.as_dict(),
+        "applied": {
+            "resolved_ts": checkpoint.resolved_ts,
+            "resolved_time": tso_time(checkpoint.resolved_ts),
+            "run_id": checkpoint.run_id or None,
+            "committed_at": _iso(checkpoint.committed_at),
+            "checkpoints": lake.checkpoints,
+        },
+        "partitions": partitions,
+        "totals": {
+            "landed": sum(p["landed_end"] or 0 for p in partitions),
+            "pending": sum(p["pending"] for p in partitions),
+            "lag": sum(lags) if probe.reachable and lags else None,
+        },
+        "landing_problems": landed.problems,
+        "data_loss": landed.data_loss,
+        "tables": lake.tables,
+        "halted": lake.halted,
+        "dead_letters": lake.dead_letters,
+    }
+
+
+def collect_status(settings: Settings, changefeed: Optional[str] = None, kafka: bool = True, spark=None,
+                   kafka_timeout_s: float = KAFKA_TIMEOUT_S) -> dict[str, Any]:
+    """The status of one changefeed (``changefeed``) or of every known one, as a JSON-able dict.
+
+    ``kafka=False`` skips the broker entirely (offline use); otherwise each changefeed's brokers get at most
+    ``kafka_timeout_s`` seconds. Never takes the merge lock and never writes to the catalog.
+    """
+    from ticdc_lakehouse.iceberg.java_api import JavaIceberg
+
+    started = time.monotonic()
+    if spark is None:
+        from ticdc_lakehouse.spark_session import get_spark
+
+        spark = get_spark(settings, "lakehouse-status")
+    ji = JavaIceberg(spark, settings.catalog_name)
+    control_ready = all(ji.table_exists(CONTROL_NAMESPACE, t) for t in ("checkpoints", "dead_letters", "halted"))
+    if changefeed:
+        names = [changefeed]
+    else:
+        known: list[str] = []
+        if control_ready:
+            from ticdc_lakehouse.state import StateStore
+
+            table = StateStore(spark, settings.catalog_name).table("checkpoints")
+            known = sorted(r[0] for r in spark.table(table).select("changefeed").distinct().collect())
+        names = changefeed_names(settings, settings.landing_path, known)
+    feeds = [_changefeed_status(settings, spark, ji, n, kafka, control_ready, kafka_timeout_s) for n in names]
+    return {
+        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "catalog": {
+            "name": settings.catalog_name,
+            "uri": mask_uri_password(settings.catalog_uri),
+            "warehouse": mask_uri_password(settings.warehouse),
+        },
+        "landing_path": str(settings.landing_path),
+        "config_file": str(settings.source_file) if settings.source_file else None,
+        "changefeeds": feeds,
+        "seconds": round(time.monotonic() - started, 3),
+    }
+
+
+# -- rendering ----------------------------------------------------------------------------------------------
+def _time_text(iso: Optional[str]) -> str:
+    if not iso:
+        return "-"
+    return iso.replace("T", " ").replace("+00:00", " UTC")
+
+
+def _grid(columns: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "  ") -> str:
+    from ticdc_lakehouse.output import table_text
+
+    lines = table_text(columns, [["-" if v is None else v for v in row] for row in rows]).splitlines()[:-1]
+    return "\n".join(indent + line for line in lines)
+
+
+def _render_changefeed(feed: Mapping[str, Any]) -> list[str]:
+    applied = feed["applied"]
+    out = [
+        f"changefeed {feed['changefeed']} (protocol {feed['protocol']}; topics {', '.join(feed['topics']) or '-'}; "
+        f"kafka {feed['bootstrap_servers']})",
+    ]
+    if applied["resolved_ts"]:
+        out.append(
+            f"  applied cut: {applied['resolved_ts']} = {_time_text(applied['resolved_time'])} "
+            f"(run {applied['run_id']}, committed {_time_text(applied['committed_at'])}, "
+            f"{applied['checkpoints']} checkpoint(s))"
+        )
+    else:
+        out.append("  applied cut: nothing applied yet")
+    kafka = feed["kafka"]
+    if not kafka["checked"]:
+        out.append("  kafka: not checked (--no-kafka)")
+    elif not kafka["reachable"]:
+        out.append(f"  kafka unreachable: {kafka['error']}")
+    else:
+        lag = feed["totals"]["lag"]
+        out.append(f"  kafka: reachable; total lag {lag if lag is not None else '-'} record(s)")
+        if kafka["error"]:
+            out.append(f"  kafka error: {kafka['error']}")
+        for topic, error in kafka["topic_errors"].items():
+            out.append(f"  kafka topic {topic}: {error}")
+    out.append(f"  pending (landed, not applied): {feed['totals']['pending']} record(s)")
+    if feed["partitions"]:
+        out.append(_grid(
+            ["topic", "partition", "landed end", "kafka end", "lag", "restart offset", "pending", "resolved ts",
+             "resolved time (UTC)"],
+            [[p["topic"], p["partition"], p["landed_end"], p["kafka_end"], p["lag"], p["restart_offset"],
+              p["pending"], p["resolved_ts"], _time_text(p["resolved_time"]).replace(" UTC", "")]
+             for p in feed["partitions"]],
+        ))
+    for problem in feed["landing_problems"]:
+        out.append(f"  LANDING PROBLEM: {problem}")
+    for loss in feed["data_loss"]:
+        out.append(f"  DATA LOSS: {loss.get('topic')}/{loss.get('partition')} offsets "
+                   f"[{loss.get('start')}, {loss.get('end')}): {loss.get('reason')}")
+    if feed["tables"]:
+        out.append(_grid(
+            ["table", "watermark", "watermark time (UTC)", "watermark snapshot", "current snapshot", "records",
+             "data files", "delete files", "state"],
+            [[t["table"], t.get("watermark"), _time_text(t.get("watermark_time")).replace(" UTC", ""),
+              t.get("watermark_snapshot_id"), t.get("snapshot_id"), t.get("records"), t.get("data_files"),
+              t.get("delete_files"), "HALTED" if t["halted"] else ("ok" if t["exists"] else "missing")]
+             for t in feed["tables"]],
+        ))
+    if feed["halted"]:
+        out.append(f"  halted tables ({len(feed['halted'])}):")
+        for h in feed["halted"]:
+            out.append(f"    {h['table']} at DDL ts {h['ddl_ts']} ({_time_text(h['ddl_time'])}): {h['query']}")
+            out.append(f"      reason: {h['reason']}")
+            out.append(f"      resume with: lakehouse resume {h['table']} --skip-ddl | --retry")
+    else:
+        out.append("  halted tables: none")
+    out.append(f"  dead letters: {feed['dead_letters']}")
+    return out
+
+
+def render_status(status: Mapping[str, Any]) -> str:
+    """The status as text for people: one block per changefeed, tables as aligned grids."""
+    catalog = status["catalog"]
+    lines = [
+        f"lakehouse status at {_time_text(status['generated_at'])}",
+        f"catalog {catalog['name']} at {catalog['uri']} (warehouse {catalog['warehouse']})",
+        f"landing {status['landing_path']}",
+    ]
+    for feed in status["changefeeds"]:
+        lines.append("")
+        lines += _render_changefeed(feed)
+    return "\n".join(lines)
