@@ -125,8 +125,8 @@ def _datetime_text(draw: st.DrawFn) -> str:
     return text + (f".{moment.microsecond:06d}" if draw(st.booleans()) else "")
 
 
-def _finite(value: float) -> bool:
-    return value == value and value not in (float("inf"), float("-inf"))
+def _not_negative_zero(value: float) -> bool:
+    return value != 0 or str(value) == "0.0"
 
 
 def value_for(draw: st.DrawFn, desc: str) -> str:
@@ -146,10 +146,10 @@ def value_for(draw: st.DrawFn, desc: str) -> str:
     if base == "decimal":
         return _decimal_text(draw)
     if base == "float":  # -0.0 is left out: JSON "-0" reads back as the integer 0
-        value = draw(st.floats(width=32, allow_nan=False, allow_infinity=False).filter(lambda x: x != 0 or str(x) == "0.0"))
+        value = draw(st.floats(width=32, allow_nan=False, allow_infinity=False).filter(_not_negative_zero))
         return float32_repr(value)
     if base == "double":
-        value = draw(st.floats(allow_nan=False, allow_infinity=False).filter(lambda x: x != 0 or str(x) == "0.0"))
+        value = draw(st.floats(allow_nan=False, allow_infinity=False).filter(_not_negative_zero))
         return repr(value)
     if base in ("char", "varchar", "text", "tinytext", "mediumtext", "longtext"):
         return draw(_text)
@@ -162,7 +162,8 @@ def value_for(draw: st.DrawFn, desc: str) -> str:
     if base == "time":
         return _time_text(draw)
     if base == "json":
-        payload = draw(st.dictionaries(_text, st.one_of(st.integers(-(2**53), 2**53), _text, st.booleans()), max_size=3))
+        members = st.one_of(st.integers(-(2**53), 2**53), _text, st.booleans())
+        payload = draw(st.dictionaries(_text, members, max_size=3))
         return orjson.dumps(payload).decode()
     if base == "vector":
         values = draw(st.lists(st.floats(width=32, allow_nan=False, allow_infinity=False), max_size=4))

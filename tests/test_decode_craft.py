@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
+import pickle
 import re
-import struct
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -211,6 +210,13 @@ def test_bad_messages_raise_precise_errors(decoder, value, reason):
 def test_a_valid_hand_assembled_row(decoder):
     [event] = decode(decoder, _row_message(_row_group(lengths=varint(1), values=varint(-7))))
     assert (event.after, event.column_types, event.commit_ts) == ({"c": "-7"}, {"c": "int"}, 9)
+
+
+def test_a_used_decoder_pickles_for_spark_executors(decoder):
+    raw = (CRAFT_VECTORS / "row_0.value.bin").read_bytes()
+    first = decode(decoder, raw)
+    clone = pickle.loads(pickle.dumps(decoder))
+    assert decode(clone, raw) == first
 
 
 def test_decode_safely_names_the_position(decoder):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import pickle
 import re
 from dataclasses import replace
 
@@ -129,8 +130,12 @@ def test_tibigdata_ddl_assertions(decoder):
 
 def test_tibigdata_rows_and_resolved(decoder):
     folder = OPEN_VECTORS / "tibigdata"
+    [row0] = decoder.decode(message((folder / "row_0.key.bin").read_bytes(), (folder / "row_0.value.bin").read_bytes()))
+    assert (row0.op, row0.schema, row0.table) == (model.INSERT, "a", "b")
     rows = decoder.decode(message((folder / "row_1.key.bin").read_bytes(), (folder / "row_1.value.bin").read_bytes()))
     assert [(e.op, e.schema, e.table) for e in rows] == [("I", "a", "b")] * 3 + [("I", "a", "c")]
+    empty = message((folder / "row_2.key.bin").read_bytes(), (folder / "row_2.value.bin").read_bytes())
+    assert decoder.decode(empty) == []
     for name in ("rts_0", "rts_1"):
         events = decoder.decode(message((folder / f"{name}.key.bin").read_bytes(),
                                         (folder / f"{name}.value.bin").read_bytes()))
@@ -356,6 +361,13 @@ def test_bad_messages_raise_precise_errors(decoder, key, value, reason):
         return
     with pytest.raises(DecodeError, match=re.escape(reason)):
         decoder.decode(message(key, value))
+
+
+def test_a_used_decoder_pickles_for_spark_executors(decoder):
+    folder = CASE_SET / "simple"
+    msg = message((folder / "key.bin").read_bytes(), (folder / "value.bin").read_bytes())
+    first = decoder.decode(msg)
+    assert pickle.loads(pickle.dumps(decoder)).decode(msg) == first
 
 
 def test_decode_safely_names_the_position(decoder):

@@ -243,6 +243,33 @@ def test_broker_down_mid_run_times_out_cleanly_and_rerun_continues(private_broke
     assert ranges(tmp_path, cf) == {(topic, 0): [(0, 10)], (topic, 1): [(0, 10)]}
 
 
+def test_a_recreated_topic_is_refused_instead_of_relanding_old_offsets(kafka_broker, tmp_path):
+    topic = create_topic(kafka_broker, unique_topic("recreated"))
+    produce(kafka_broker, topic, [(None, b"old%d" % i) for i in range(5)], partition=0)
+    cf = changefeed(kafka_broker, topic)
+    land_from_kafka(cf, tmp_path)
+    admin = AdminClient({"bootstrap.servers": kafka_broker})
+    for future in admin.delete_topics([topic]).values():
+        future.result(timeout=15)
+    create_topic(kafka_broker, topic)
+    produce(kafka_broker, topic, [(None, b"new")], partition=0)
+    with pytest.raises(LandingError, match=r"landed up to offset 5 but Kafka's high watermark is 1: the topic was "
+                                           "recreated"):
+        land_from_kafka(cf, tmp_path)
+    assert ranges(tmp_path, cf) == {(topic, 0): [(0, 5)]}
+
+
+def test_a_fetch_larger_than_the_receive_limit_fails_fast_with_the_fix(kafka_broker, tmp_path):
+    topic = create_topic(kafka_broker, unique_topic("limit"))
+    produce(kafka_broker, topic, [(None, b"x" * 3_000_000)], partition=0)
+    cf = changefeed(kafka_broker, topic, **{"fetch.max.bytes": 1_000_000, "message.max.bytes": 1_000_000,
+                                            "receive.message.max.bytes": 2_000_000,
+                                            "max.partition.fetch.bytes": 1_000_000})
+    with pytest.raises(LandingError, match="raise it"):
+        land_from_kafka(cf, tmp_path, timeout_s=30)
+    assert list_segments(tmp_path, cf.name) == {} and not list(tmp_path.rglob("*.tmp"))
+
+
 def test_a_missing_topic_is_a_clear_error(kafka_broker, tmp_path):
     with pytest.raises(LandingError, match="topic 'no-such-topic-x' is not available"):
         land_from_kafka(changefeed(kafka_broker, "no-such-topic-x"), tmp_path, timeout_s=10)
@@ -272,3 +299,15 @@ def test_extra_kafka_settings_pass_through_but_secrets_never_reach_the_log(kafka
         land_from_kafka(cf, tmp_path)
     assert "hunter2" not in caplog.text
     assert "***" in caplog.text and "custom-landing" in caplog.text
+
+
+def test_partition_plans_start_at_the_landed_end_and_flag_loss_and_regression():
+    from ticdc_lakehouse.landing.kafka_source import plan_partition
+
+    fresh = plan_partition("t", 0, low=7, high=20, landed=None)
+    assert (fresh.start, fresh.lost, fresh.regressed) == (7, None, False)
+    resumed = plan_partition("t", 0, low=7, high=20, landed=12)
+    assert (resumed.start, resumed.lost, resumed.regressed) == (12, None, False)
+    lost = plan_partition("t", 0, low=15, high=20, landed=12)
+    assert lost.lost == (12, 15)
+    assert plan_partition("t", 0, low=0, high=3, landed=12).regressed

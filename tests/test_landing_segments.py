@@ -207,3 +207,24 @@ def test_one_landing_run_per_changefeed(tmp_path):
     with landing_lock(tmp_path, "cf"):
         pass
 
+
+
+def test_background_writes_give_the_same_segment_and_abort_waits_for_them(tmp_path):
+    from ticdc_lakehouse.landing.segments import BackgroundWrites
+
+    with BackgroundWrites(max_pending=2) as background:
+        with SegmentWriter(tmp_path, "cf", "t", 0, 0, row_group_records=10, background=background) as writer:
+            for offset in range(35):
+                writer.append(offset, offset, b"k", b"v%d" % offset)
+            future = writer.commit_async(40)
+        segment = future.result()
+        aborted = SegmentWriter(tmp_path, "cf", "t", 1, 0, row_group_records=5, background=background)
+        for offset in range(12):
+            aborted.append(offset, offset, None, b"x")
+        aborted.abort()
+    assert (segment.start, segment.end) == (0, 40)
+    meta = pq.ParquetFile(segment.path).metadata
+    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [10, 10, 10, 5]
+    assert read_segment(segment.path).column("value").to_pylist() == [b"v%d" % i for i in range(35)]
+    assert list_segments(tmp_path, "cf") == {("t", 0): [segment]}
+    assert not list(tmp_path.rglob("*.tmp"))

@@ -40,7 +40,10 @@ def cmd_sql(args: argparse.Namespace) -> int:
     except AsOfError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    frame = spark.sql(sql)
+    statements = split_statements(sql)
+    for statement in statements[:-1]:
+        spark.sql(statement)
+    frame = spark.sql(statements[-1])
     columns = frame.columns
     if args.format == "json":
         for line in json_lines(columns, (tuple(r) for r in frame.toLocalIterator())):
@@ -49,6 +52,20 @@ def cmd_sql(args: argparse.Namespace) -> int:
         rows = [tuple(r) for r in frame.limit(args.limit).collect()] if args.limit else [tuple(r) for r in frame.collect()]
         print(table_text(columns, rows))
     return 0
+
+
+def split_statements(sql: str) -> list[str]:
+    """Split on top-level semicolons (sqlglot's tokenizer knows strings, comments and quoted names)."""
+    from sqlglot.tokens import Tokenizer, TokenType
+
+    cuts = [t.start for t in Tokenizer().tokenize(sql) if t.token_type == TokenType.SEMICOLON]
+    parts, start = [], 0
+    for cut in cuts:
+        parts.append(sql[start:cut])
+        start = cut + 1
+    parts.append(sql[start:])
+    statements = [p.strip() for p in parts if p.strip()]
+    return statements or [sql]
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:

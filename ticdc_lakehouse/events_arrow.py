@@ -37,6 +37,7 @@ EVENT_ARROW_SCHEMA = pa.schema(
         ("after", _STR_MAP),
         ("before", _STR_MAP),
         ("column_types", _STR_MAP),
+        ("column_order", pa.list_(pa.string())),  # maps do not keep order through Parquet; upstream order does
         ("key_columns", pa.list_(pa.string())),
         ("schema_version", pa.int64()),
         ("ddl_query", pa.string()),
@@ -53,7 +54,7 @@ EVENT_ARROW_SCHEMA = pa.schema(
 EVENT_SPARK_SCHEMA = (
     "kind string, topic string, partition int, offset bigint, seq int, commit_ts bigint, schema_name string, "
     "table_name string, op string, after map<string,string>, before map<string,string>, "
-    "column_types map<string,string>, key_columns array<string>, schema_version bigint, ddl_query string, "
+    "column_types map<string,string>, column_order array<string>, key_columns array<string>, schema_version bigint, ddl_query string, "
     "ddl_type string, table_schema string, is_bootstrap boolean, error string, raw_key string, raw_value string"
 )
 
@@ -105,6 +106,7 @@ def event_to_row(event: Event) -> dict:
             after=list(event.after.items()) if event.after is not None else None,
             before=list(event.before.items()) if event.before is not None else None,
             column_types=list(event.column_types.items()),
+            column_order=list(event.column_types),
             key_columns=list(event.key_columns),
             schema_version=event.schema_version,
         )

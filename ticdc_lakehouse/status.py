@@ -100,8 +100,8 @@ def _probe_config(changefeed: ChangefeedConfig, errors: list[str]) -> dict[str, 
     config = consumer_config(changefeed)
     config["client.id"] = "ticdc-lakehouse-status"
     config["error_cb"] = lambda error: errors.append(str(error))
-    # librdkafka would print every failed connection attempt on stderr: keep it in our log instead
-    config["logger"] = logging.getLogger("ticdc_lakehouse.status.kafka")
+    # librdkafka would print every failed connection attempt on stderr; the status line says it once
+    config["log_level"] = 0
     return config
 
 
@@ -404,6 +404,9 @@ def collect_status(settings: Settings, changefeed: Optional[str] = None, kafka: 
         from ticdc_lakehouse.spark_session import get_spark
 
         spark = get_spark(settings, "lakehouse-status")
+    elif settings.catalog_uri.startswith("jdbc:sqlite:"):
+        # a fresh deployment: SQLite needs the directory to open (and create) the catalog file
+        Path(settings.catalog_uri[len("jdbc:sqlite:"):]).parent.mkdir(parents=True, exist_ok=True)
     ji = JavaIceberg(spark, settings.catalog_name)
     control_ready = all(ji.table_exists(CONTROL_NAMESPACE, t) for t in ("checkpoints", "dead_letters", "halted"))
     if changefeed:

@@ -35,6 +35,14 @@ SPARK_SUBMIT = "spark-submit"
 TSO_LOGICAL_BITS = 18
 
 
+def text_or_none(value: Any) -> Optional[str]:
+    """A rendered template as a string; ``None`` for nothing (native rendering turns ``"123"`` into an int and
+    non-native rendering turns ``None`` into ``"None"``)."""
+    if value is None or (isinstance(value, str) and value.strip() in ("", "None")):
+        return None
+    return str(value)
+
+
 def jsonable(value: Any) -> Any:
     """What XCom can store: the pipeline's dicts with anything exotic (paths, datetimes) turned into strings."""
     return json.loads(json.dumps(value, default=str))
@@ -57,7 +65,7 @@ class _SettingsMixin:
     config_file: Optional[str]
 
     def lakehouse_settings(self, changefeed: Optional[str] = None):
-        return LakehouseHook(self.lakehouse_conn_id, self.config_file).get_settings(changefeed or None)
+        return LakehouseHook(self.lakehouse_conn_id, self.config_file).get_settings(text_or_none(changefeed))
 
 
 class LandChangefeedOperator(_SettingsMixin, BaseOperator):
@@ -84,7 +92,7 @@ class LandChangefeedOperator(_SettingsMixin, BaseOperator):
         from ticdc_lakehouse.pipeline import land
 
         settings = self.lakehouse_settings(self.changefeed)
-        name = settings.changefeed(self.changefeed).name
+        name = settings.changefeed(text_or_none(self.changefeed)).name
         if self.topics:
             settings = only_topics(settings, name, list(self.topics))
         try:
@@ -123,13 +131,14 @@ class LandArchiveOperator(_SettingsMixin, BaseOperator):
         from ticdc_lakehouse.landing import land_from_archive
         from ticdc_lakehouse.landing.errors import ArchiveCorruptError
 
-        if not self.archive or not Path(str(self.archive)).is_dir():
+        archive = text_or_none(self.archive)
+        if archive is None or not Path(archive).is_dir():
             raise AirflowFailException(f"archive directory {self.archive!r} does not exist")
         settings = self.lakehouse_settings(self.changefeed)
-        name = settings.changefeed(self.changefeed).name
+        name = settings.changefeed(text_or_none(self.changefeed)).name
         progress = _landing_progress(self.log.info)
         try:
-            report = land_from_archive(Path(str(self.archive)), settings.landing_path, name,
+            report = land_from_archive(Path(archive), settings.landing_path, name,
                                        topics=list(self.topics) if self.topics else None, progress=progress)
         except ArchiveCorruptError as exc:
             landed = getattr(exc, "report", None)
@@ -222,13 +231,14 @@ class MergeChangefeedOperator(_SettingsMixin, SparkSubmitOperator):
         self.config_file = config_file
 
     def _stop_ts(self) -> Optional[int]:
-        return None if self.stop_ts in (None, "", "None") else int(self.stop_ts)
+        text = text_or_none(self.stop_ts)
+        return None if text is None else int(text)
 
     def execute(self, context) -> dict[str, Any]:
         hook = LakehouseHook(self.lakehouse_conn_id, self.config_file)
-        settings = hook.get_settings(self.changefeed or None)
-        name = settings.changefeed(self.changefeed or None).name
-        protocol = self.protocol or None
+        settings = hook.get_settings(text_or_none(self.changefeed))
+        name = settings.changefeed(text_or_none(self.changefeed)).name
+        protocol = text_or_none(self.protocol)
         mode = self.submit or settings.spark.get("submit", IN_PROCESS)
         if mode == IN_PROCESS:
             from ticdc_lakehouse.pipeline import merge
@@ -310,9 +320,9 @@ class PublishCutOperator(BaseOperator):
     """Publish the merge's consistent cut: log it, push its metrics (XCom, StatsD), emit the changefeed's asset.
 
     The merge already committed the cut and tagged every table ``tso_<ts>``; this task makes the outcome visible
-    to people and to downstream DAGs (scheduled on ``Asset("lakehouse://changefeeds/<changefeed>")``, whose event carries the
-    metrics as ``extra``). With ``fail_on_halt`` a table halted at a DDL fails the task (no retry) so the run
-    turns red until ``lakehouse resume`` resolves it; the metrics are pushed first.
+    to people and to downstream DAGs (scheduled on ``Asset("lakehouse://changefeeds/<changefeed>")``, whose
+    events carry the metrics as ``extra``). With ``fail_on_halt`` a table halted at a DDL fails the task (no
+    retry) so the run turns red until ``lakehouse resume`` resolves it; the metrics are pushed first.
     """
 
     template_fields: Sequence[str] = ("changefeed", "merge_result")
@@ -329,7 +339,7 @@ class PublishCutOperator(BaseOperator):
         result = self.merge_result or {}
         if isinstance(result, str):
             result = json.loads(result)
-        name = self.changefeed or (result.get("merge") or {}).get("changefeed") or "default"
+        name = text_or_none(self.changefeed) or (result.get("merge") or {}).get("changefeed") or "default"
         metrics = cut_metrics(name, result)
         if metrics["new_cut"]:
             self.log.info("changefeed %s: consistent cut %s at %s UTC%s", name, metrics["resolved_ts"],
@@ -389,6 +399,10 @@ class MaintainOperator(_SettingsMixin, BaseOperator):
         from ticdc_lakehouse.maintenance import maintain
 
         settings = self.lakehouse_settings(self.changefeed)
-        name = settings.changefeed(self.changefeed or None).name
+        name = settings.changefeed(text_or_none(self.changefeed)).name
         dry_run = self.dry_run if isinstance(self.dry_run, bool) else str(self.dry_run).lower() in ("1", "true")
-        return jsonable(maintain(settings, changefeed=name, dry_run=dry_run, progress=self.log.info))
+        result = jsonable(maintain(settings, changefeed=name, dry_run=dry_run, progress=self.log.info))
+        if not result.get("ok", True):
+            context["ti"].xcom_push(key="result", value=result)
+            raise AirflowFailException(f"maintenance of changefeed {name} found problems: {result.get('problems')}")
+        return result

@@ -10,7 +10,9 @@ Follows the Go code (tiflow ``pkg/sink/codec/craft``), which differs from the pu
   [header bytes, term-dictionary bytes], table 1 = body size per event (its length is the event count), table
   2+i = the column-group sizes of row event i.
 * Headers are columnar chunks over all events: commit ts (delta uvarint), type (uvarint: 1 row, 2 DDL,
-  3 resolved), partition (delta varint, -1 none), schema and table (delta varint *term ids*, -1 = null).
+  3 resolved), partition (delta varint, -1 none), schema and table (delta varint *term ids*, -1 = null). The
+  partition (physical table id of a partitioned table) has no place in the model and is not kept, as with
+  Open Protocol's ``ptn``.
 * Term dictionary: uvarint count, then a string chunk (all lengths, then all bytes); absent when empty.
 * DDL body: uvarint TiDB action type, uvarint-length query. Resolved body: empty.
 * Row body: column groups, 0x01 = new values, 0x02 = old values. new only = insert, new+old = update,
@@ -24,8 +26,9 @@ Every length and offset is checked against the region it must stay in, and every
 exactly, so truncated or corrupted messages raise a DecodeError instead of yielding plausible garbage.
 
 Speed: a batch repeats the same column layout (names, types, flags) for every row of a table. The decoder
-parses a layout once and recognizes its bytes again with one ``bytes.startswith``; single-byte varint chunks
-(the common case for lengths) are read with C-level ``max``/``list`` instead of a Python loop.
+parses a layout once, recognizes its bytes again with one ``bytes.startswith``, and reads the values with
+straight-line code generated for that layout (no per-column dispatch); anything unusual falls back to the generic,
+fully checked reader. Term dictionaries and their layouts are cached by the dictionary's bytes.
 """
 
 from __future__ import annotations
@@ -84,7 +87,11 @@ C_NONE = 7  # NULL type, GEOMETRY, unspecified: Go writes no value
 
 
 class _Layout:
-    """The parsed name/type/flag section of a column group, reused for every row that repeats its bytes."""
+    """The parsed name/type/flag section of a column group, reused for every row that repeats its bytes.
+
+    ``values(data, pos, end)`` is the layout's generated reader of the value chunk: the canonical row, or None
+    when the generic reader must take over.
+    """
 
     __slots__ = ("section", "names", "kinds", "types", "keys", "count", "values")
 
@@ -111,6 +118,10 @@ _ZIGZAG = [(b >> 1) ^ -(b & 1) for b in range(0x80)]
 _SIGNED_TEXT = [str(value) for value in _ZIGZAG]
 _UNSIGNED_TEXT = [str(value) for value in range(0x80)]
 
+#: for an n-byte varint read as a little-endian integer: which bits are continuation flags, and their values
+_CONTINUATION_MASK = [sum(0x80 << (8 * k) for k in range(n)) for n in range(11)]
+_CONTINUATION_BITS = [sum(0x80 << (8 * k) for k in range(n - 1)) for n in range(11)]
+
 _LENGTH_SOURCE = """\
 b = data[pos]
 if b < 0x80:
@@ -129,15 +140,24 @@ elif L{i} == 2:
     c = data[pos + 1]
     if u < 0x80 or c >= 0x80: return None
     u = (u & 0x7F) | (c << 7)
+    v{i} = CONVERT
 elif L{i} == 3:
     u = data[pos]
     c = data[pos + 1]
     d = data[pos + 2]
     if u < 0x80 or c < 0x80 or d >= 0x80: return None
     u = (u & 0x7F) | ((c & 0x7F) << 7) | (d << 14)
+    v{i} = CONVERT
+elif 4 <= L{i} <= 8:  # continuation bits checked on all bytes at once, then the 7-bit groups packed
+    u = from_bytes(data[pos:stop], 'little')
+    if u & continuation_mask[L{i}] != continuation_bits[L{i}]: return None
+    u = (u & 0x7F) | (u >> 1 & 0x3F80) | (u >> 2 & 0x1FC000) | (u >> 3 & 0xFE00000) | (u >> 4 & 0x7F0000000) \\
+        | (u >> 5 & 0x3F800000000) | (u >> 6 & 0x1FC0000000000) | (u >> 7 & 0xFE000000000000)
+    v{i} = CONVERT
 else:
     u = varint_value(data, pos, stop)
-    if u is None: return None"""
+    if u is None: return None
+    v{i} = CONVERT"""
 
 _VALUE_SOURCE: dict[int, str] = {
     C_TEXT: "v{i} = data[pos:stop].decode()",
@@ -146,13 +166,13 @@ if L{i} == 1:
     u = data[pos]
     if u >= 0x80: return None
     v{i} = signed_text[u]
-""" + _MULTI_BYTE_INT_SOURCE + "\nif L{i} != 1: v{i} = str((u >> 1) ^ -(u & 1))",
+""" + _MULTI_BYTE_INT_SOURCE.replace("CONVERT", "str((u >> 1) ^ -(u & 1))"),
     C_UVARINT: """\
 if L{i} == 1:
     u = data[pos]
     if u >= 0x80: return None
     v{i} = unsigned_text[u]
-""" + _MULTI_BYTE_INT_SOURCE + "\nif L{i} != 1: v{i} = str(u)",
+""" + _MULTI_BYTE_INT_SOURCE.replace("CONVERT", "str(u)"),
     C_BYTES: "v{i} = b2a_base64(data[pos:stop], newline=False).decode()",
     C_DOUBLE: "if L{i} != 8: return None\nv{i} = repr(unpack_f64(data, pos)[0])",
     C_FLOAT: "if L{i} != 8: return None\nv{i} = float32_repr(unpack_f64(data, pos)[0])",
@@ -197,7 +217,8 @@ def _values_function(names: list[str], kinds: list[int]) -> Callable[[bytes, int
               "    return {" + ", ".join(f"{name!r}: v{i}" for i, name in enumerate(names)) + "}"]
     namespace = {"varint_value": _varint_value, "b2a_base64": binascii.b2a_base64, "unpack_f64": _F64.unpack_from,
                  "float32_repr": float32_repr, "struct": struct, "zigzag": _ZIGZAG, "signed_text": _SIGNED_TEXT,
-                 "unsigned_text": _UNSIGNED_TEXT}
+                 "unsigned_text": _UNSIGNED_TEXT, "from_bytes": int.from_bytes,
+                 "continuation_mask": _CONTINUATION_MASK, "continuation_bits": _CONTINUATION_BITS}
     exec("\n".join(lines), namespace)  # noqa: S102 - built from fixed templates and repr() literals
     return namespace["values"]
 
@@ -276,8 +297,8 @@ def _varint_chunk(data: bytes, pos: int, end: int, count: int) -> tuple[list[int
 
 
 def _delta_varint_chunk(data: bytes, pos: int, end: int, count: int) -> tuple[list[int], int]:
-    raw, pos = _varint_chunk(data, pos, end, count)
-    return list(accumulate(raw)), pos
+    raw, pos = _uvarint_chunk(data, pos, end, count)
+    return list(accumulate([(u >> 1) ^ -(u & 1) for u in raw])), pos
 
 
 def _reversed_uvarint(data: bytes, floor: int) -> tuple[int, int]:
@@ -316,16 +337,26 @@ class CraftDecoder:
         # term-dictionary bytes -> (its terms, column count -> layouts seen with that dictionary)
         self._dictionaries: dict[bytes, tuple[list[str], dict[int, list[_Layout]]]] = {}
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Decoders are shipped to Spark executors: the caches (with generated code) stay behind."""
+        return {"options": self.options}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state.get("options"))
+
     def decode(self, message: Message) -> list[model.Event]:
         data = message.value
         if not data:
             raise DecodeError("craft message has an empty value (craft puts the whole batch in the value)")
         end = len(data)
-        version, pos = _uvarint(data, 0, end)
-        if version != VERSION:
+        if data[0] != VERSION:
+            version, _ = _uvarint(data, 0, end)
             raise DecodeError(f"unsupported craft version {version} (expected {VERSION})")
-
-        used, tables_size = _reversed_uvarint(data, pos)
+        pos = 1
+        if data[-1] < 0x80 and end > 1:  # the usual one-byte trailing size
+            used, tables_size = 1, data[-1]
+        else:
+            used, tables_size = _reversed_uvarint(data, pos)
         tables_end = end - used
         tables_start = tables_end - tables_size
         if tables_start < pos:
@@ -359,25 +390,46 @@ class CraftDecoder:
                 raise DecodeError("craft: headers present in a message with no events")
             return []
 
+        if count == 1:  # DDL, resolved and lone rows: five plain varints
+            commit_ts, pos = _uvarint(data, pos, header_end)
+            kind, pos = _uvarint(data, pos, header_end)
+            _partition, pos = _uvarint(data, pos, header_end)
+            schema_id, pos = _uvarint(data, pos, header_end)
+            table_id, pos = _uvarint(data, pos, header_end)
+            if pos != header_end:
+                raise DecodeError(f"craft: headers have {header_end - pos} unread bytes")
+            schema_id = (schema_id >> 1) ^ -(schema_id & 1)
+            table_id = (table_id >> 1) ^ -(table_id & 1)
+            if not (-1 <= schema_id < len(terms) and -1 <= table_id < len(terms)):
+                raise DecodeError(f"craft: term id {max(schema_id, table_id)} is not in the {len(terms)}-entry"
+                                  " dictionary")
+            return self._events(data, header_end, body_sizes, tables, terms, layouts, [commit_ts], [kind],
+                                [terms[schema_id] if schema_id >= 0 else ""],
+                                [terms[table_id] if table_id >= 0 else ""], message)
         ts, pos = _uvarint_chunk(data, pos, header_end, count)
         # deltas are uint64 in Go: a batch whose ts goes down (rows of different tables) wraps around 2**64
         ts = [value % _UINT64 for value in accumulate(ts)]
         kinds, pos = _uvarint_chunk(data, pos, header_end, count)
-        _partitions, pos = _delta_varint_chunk(data, pos, header_end, count)
+        _partitions, pos = _uvarint_chunk(data, pos, header_end, count)  # not kept: see module docstring
         schema_ids, pos = _delta_varint_chunk(data, pos, header_end, count)
         table_ids, pos = _delta_varint_chunk(data, pos, header_end, count)
         if pos != header_end:
             raise DecodeError(f"craft: headers have {header_end - pos} unread bytes")
-        if min(schema_ids) < -1 or min(table_ids) < -1 or max(schema_ids) >= len(terms) or max(table_ids) >= len(terms):
+        if min(schema_ids + table_ids) < -1 or max(schema_ids + table_ids) >= len(terms):
             bad = next(i for i in schema_ids + table_ids if not -1 <= i < len(terms))
             raise DecodeError(f"craft: term id {bad} is not in the {len(terms)}-entry dictionary")
         schemas = [terms[i] if i >= 0 else "" for i in schema_ids]
         table_names = [terms[i] if i >= 0 else "" for i in table_ids]
+        return self._events(data, header_end, body_sizes, tables, terms, layouts, ts, kinds, schemas, table_names,
+                            message)
 
-
+    def _events(self, data: bytes, body_start: int, body_sizes: list[int], tables: list[list[int]],
+                terms: list[str], layouts: dict[int, list[_Layout]], ts: list[int], kinds: list[int],
+                schemas: list[str], table_names: list[str], message: Message) -> list[model.Event]:
+        count = len(body_sizes)
         events: list[model.Event] = []
-        body_start = header_end
         topic, partition, offset = message.topic, message.partition, message.offset
+        append = events.append
         for index in range(count):
             body_end = body_start + body_sizes[index]
             position = make_position(topic, partition, offset, index)
@@ -385,21 +437,43 @@ class CraftDecoder:
             if kind == EVENT_ROW:
                 if len(tables) <= 2 + index:
                     raise DecodeError(f"craft: row event {index} has no column-group size table")
-                events.append(self._row(data, body_start, body_end, tables[2 + index], terms, layouts,
-                                        schemas[index], table_names[index], ts[index], position, index))
+                group_sizes = tables[2 + index]
+                # the bulk of any topic inline: an insert or delete whose single group has a known layout
+                if len(group_sizes) == 1 and group_sizes[0] == body_end - body_start and body_end - body_start > 1:
+                    values = None
+                    column_count = data[body_start + 1]
+                    for layout in layouts.get(column_count, ()):
+                        start = body_start + 2 + len(layout.section)
+                        if start <= body_end and data.startswith(layout.section, body_start + 2):
+                            values = layout.values(data, start, body_end)
+                            break
+                    if values is not None:
+                        group_type = data[body_start]
+                        if group_type == GROUP_NEW:
+                            append(RowChange(schemas[index], table_names[index], ts[index], model.INSERT, values,
+                                             None, layout.keys, dict(layout.types), position))
+                            body_start = body_end
+                            continue
+                        if group_type == GROUP_OLD:
+                            append(RowChange(schemas[index], table_names[index], ts[index], model.DELETE, None,
+                                             values, layout.keys, dict(layout.types), position))
+                            body_start = body_end
+                            continue
+                append(self._row(data, body_start, body_end, group_sizes, terms, layouts,
+                                 schemas[index], table_names[index], ts[index], position, index))
             elif kind == EVENT_DDL:
                 action, at = _uvarint(data, body_start, body_end)
                 length, at = _uvarint(data, at, body_end)
                 if at + length != body_end:
                     raise DecodeError(f"craft: DDL event {index} query length {length} does not fill its body")
                 query = self._text(data[at:body_end], f"DDL event {index} query")
-                events.append(DDLEvent(schema=schemas[index], table=table_names[index],
+                append(DDLEvent(schema=schemas[index], table=table_names[index],
                                        commit_ts=ts[index], query=query,
                                        ddl_type=ddl_type_for_action(action, query), position=position))
             elif kind == EVENT_RESOLVED:
                 if body_end != body_start:
                     raise DecodeError(f"craft: resolved event {index} has a {body_end - body_start}-byte body")
-                events.append(ResolvedEvent(ts=ts[index], position=position))
+                append(ResolvedEvent(ts=ts[index], position=position))
             else:
                 raise DecodeError(f"craft: event {index} has unknown type {kind}")
             body_start = body_end

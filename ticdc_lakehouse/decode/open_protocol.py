@@ -25,6 +25,13 @@ What the decoder does beyond splitting the framing, and why:
   (a key that is only the version) are read as they are; current TiCDC never writes them.
 * ``ohk`` (only handle-key columns) and ``ccl`` (claim check) keys mean the row is *not* in the message; they
   raise a DecodeError saying so, instead of merging a partial row.
+* Not supported: values compressed with ``large-message-handle-compression`` (the error says so).
+
+Speed: rows of one table share their column names, type codes and flags. The first row of a table builds a
+*shape*: descriptors, handle columns and a converter generated for exactly those columns, which checks every
+row's codes and flags and converts its values in straight-line code. Anything the shape does not expect (a type
+change, a flag change, a value of an unexpected JSON type, pre-2021 messages without flags) goes to the
+column-by-column path, which is the reference behaviour and raises the precise errors.
 """
 
 from __future__ import annotations
@@ -39,24 +46,24 @@ from orjson import JSONDecodeError, loads
 from ticdc_lakehouse import model
 from ticdc_lakehouse.decode.canonical_text import decimal_text, is_plain_decimal
 from ticdc_lakehouse.decode.go_text import float32_repr, go_unquote
-from ticdc_lakehouse.decode.positions import make_position
 from ticdc_lakehouse.decode.mysql_type_codes import (
     BLOB_CODES,
     FLAG_BINARY,
     FLAG_HANDLE_KEY,
+    INTEGER_CODES,
     STRING_CODES,
     TYPE_BIT,
+    TYPE_DECIMAL,
     TYPE_DOUBLE,
     TYPE_ENUM,
     TYPE_FLOAT,
     TYPE_GEOMETRY,
     TYPE_NEWDECIMAL,
-    TYPE_DECIMAL,
     TYPE_SET,
     TYPE_YEAR,
-    INTEGER_CODES,
     descriptor,
 )
+from ticdc_lakehouse.decode.positions import make_position
 from ticdc_lakehouse.decode.tidb_ddl_actions import ddl_type_for_action
 from ticdc_lakehouse.model import DecodeError, DDLEvent, Message, ResolvedEvent, RowChange
 
@@ -222,20 +229,33 @@ def _base64_bytes(value: str) -> str:
     return base64.b64encode(_b64decode(value)).decode("ascii")
 
 
-#: value kind -> source lines converting the column's value ``VAL`` in place; ``return None`` hands the row to the slow path,
-#: which converts it column by column or raises a precise error
+#: value kind -> source lines that convert the column's value ``VAL`` in place; ``return None`` hands the row to
+#: the slow path, which converts it column by column or raises a precise error
 _CONVERT_SOURCE: dict[int, str] = {
     K_STR: "if VAL is not None and type(VAL) is not str: return None",
-    K_INT: "t = type(VAL)\nif t is int: VAL = str(VAL)\nelif t is not str and VAL is not None: return None",
+    K_INT: """\
+t = type(VAL)
+if t is int: VAL = str(VAL)
+elif t is not str and VAL is not None: return None""",
     # TiDB's plain decimal text is canonical; anything else goes to the slow path (normalize or reject)
-    K_DECIMAL: "if type(VAL) is str:\n    t = VAL[1:] if VAL[:1] == '-' else VAL\n    if not t.isascii() or not t.replace('.', '', 1).isdigit() or t[0] == '.' or t[-1] == '.': return None\nelif VAL is not None: return None",
-    K_DOUBLE: "t = type(VAL)\nif t is float or t is int: VAL = repr(float(VAL))\nelif VAL is not None: return None",
-    K_FLOAT: "t = type(VAL)\nif t is float or t is int: VAL = float32_repr(float(VAL))\nelif VAL is not None: return None",
+    K_DECIMAL: """\
+if type(VAL) is str:
+    t = VAL[1:] if VAL[:1] == '-' else VAL
+    if not t.isascii() or not t.replace('.', '', 1).isdigit() or t[0] == '.' or t[-1] == '.': return None
+elif VAL is not None: return None""",
+    K_DOUBLE: """\
+t = type(VAL)
+if t is float or t is int: VAL = repr(float(VAL))
+elif VAL is not None: return None""",
+    K_FLOAT: """\
+t = type(VAL)
+if t is float or t is int: VAL = float32_repr(float(VAL))
+elif VAL is not None: return None""",
     K_QUOTED_BYTES: "if type(VAL) is str: VAL = quoted_bytes(VAL)\nelif VAL is not None: return None",
     K_BASE64_TEXT: "if type(VAL) is str: VAL = base64_text(VAL)\nelif VAL is not None: return None",
     K_BASE64_BYTES: "if type(VAL) is str: VAL = base64_bytes(VAL)\nelif VAL is not None: return None",
 }
-_CONVERT_GLOBALS = {"float32_repr": float32_repr, "is_plain_decimal": is_plain_decimal, "quoted_bytes": _quoted_bytes, "base64_text": _base64_text,
+_CONVERT_GLOBALS = {"float32_repr": float32_repr, "quoted_bytes": _quoted_bytes, "base64_text": _base64_text,
                     "base64_bytes": _base64_bytes}
 
 

@@ -3,6 +3,8 @@
 See :mod:`.segments` for the layout the merge engine reads.
 """
 
+from typing import Any
+
 from .errors import ArchiveCorruptError, DataLossError, LandingError, LandingTimeoutError
 from .lock import LandingBusyError
 from .progress import DataLoss, LandingReport, PartitionLanding
@@ -21,18 +23,18 @@ from .segments import (
 )
 
 
-def land_from_kafka(*args, **kwargs):  # type: ignore[no-untyped-def]
-    """See :func:`.kafka_source.land_from_kafka` (imported lazily: confluent-kafka loads librdkafka)."""
-    from .kafka_source import land_from_kafka as _land
+def __getattr__(name: str) -> Any:
+    """``land_from_kafka`` / ``land_from_archive`` load confluent-kafka / kafka-python only when used, so readers
+    of the layout (the merge engine) import this package cheaply."""
+    if name == "land_from_kafka":
+        from .kafka_source import land_from_kafka
 
-    return _land(*args, **kwargs)
+        return land_from_kafka
+    if name == "land_from_archive":
+        from .archive import land_from_archive
 
-
-def land_from_archive(*args, **kwargs):  # type: ignore[no-untyped-def]
-    """See :func:`.archive.land_from_archive`."""
-    from .archive import land_from_archive as _land
-
-    return _land(*args, **kwargs)
+        return land_from_archive
+    raise AttributeError(name)
 
 
 __all__ = [

@@ -110,8 +110,8 @@ def _corrupt(path: Path, position: int, reason: str, base_offset: Optional[int] 
     return ArchiveCorruptError(
         f"archive file {path} is corrupt at byte {position}{batch}: {reason}. The records before it have landed. "
         f"To fix: replace {path.name} with an intact copy (from the broker or a backup) and run again; if the "
-        f"data is lost for good, truncate the file to {position} bytes and run again (the offsets it held are "
-        "then skipped)"
+        f"data is lost for good, truncate the file to {position} bytes and run again (the offsets from this batch "
+        "to the end of the file are then skipped)"
     )
 
 

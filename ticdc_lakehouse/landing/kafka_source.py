@@ -2,10 +2,13 @@
 
 Per partition, each run lands ``[start, end)`` where ``start`` is the landed end (the last segment's end, or the
 partition's low watermark when nothing has landed) and ``end`` is the high watermark captured when the run starts.
-The run reads exactly that range with ``assign()`` (no group rebalancing, no auto commit), writes it as one
-segment, and only after the file is durable commits ``end`` as the consumer group's offset, which is there for
-lag monitoring: the landed files, not the group offset, decide where the next run starts. So a crash at any
+The run reads exactly that range with manual assignment (no group rebalancing, no auto commit), writes it as
+one segment, and only after the file is durable commits ``end`` as the consumer group's offset, which is there
+for lag monitoring: the landed files, not the group offset, decide where the next run starts. So a crash at any
 point (before the rename, after it, before the commit) makes the rerun land the same offsets, never twice.
+
+Several partitions are read at once and a worker thread encodes and writes row groups while the loop keeps
+consuming, so landing runs close to the speed of a bare consume (``bench/land.py`` measures the ratio).
 
 The captured end is the *last stable offset* under ``read_committed`` (the default), so an open transaction
 never makes the run wait for records it could not read. Reaching the end is detected by the partition-EOF event,
@@ -124,6 +127,7 @@ class PartitionPlan:
 
 def plan_partition(topic: str, partition: int, low: int, high: int, landed: Optional[int],
                    committed: Optional[int] = None) -> PartitionPlan:
+    """The plan for one partition from its watermarks and landed end (pure; the lag sensor uses it too)."""
     return PartitionPlan(topic, partition, low, high, landed, committed)
 
 
@@ -193,14 +197,20 @@ class _ErrorLog:
 
     def __init__(self) -> None:
         self.last: Optional[KafkaError] = None
-        self.fatal: Optional[KafkaError] = None
+        self.fatal: Optional[str] = None
 
     def __call__(self, error: KafkaError) -> None:
+        repeated = self.last is not None and self.last.str() == error.str()
         self.last = error
+        text = error.str()
         if error.fatal() or error.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED,
                                              KafkaError._SSL):
-            self.fatal = error
-        log.warning("kafka client: %s", error)
+            self.fatal = str(error)
+        elif "increase receive.message.max.bytes" in text:
+            # retrying can never succeed: the same fetch response comes back every time
+            self.fatal = (f"{text}. The broker answered a fetch with more bytes than receive.message.max.bytes "
+                          "allows; raise it (and fetch.max.bytes) in the changefeed's kafka settings")
+        (log.debug if repeated else log.warning)("kafka client: %s", error)
 
 
 def _commit(consumer: Consumer, topic: str, partition: int, offset: int, report: LandingReport) -> bool:
@@ -229,6 +239,7 @@ class _Reading:
     seen: bool = False  # anything (a record, an end-of-partition event) arrived in this consumed batch
 
     def __post_init__(self) -> None:
+        self.end = self.plan.high
         self.reset()
 
     def reset(self) -> None:
@@ -237,10 +248,6 @@ class _Reading:
         self.keys: list[Optional[bytes]] = []
         self.values: list[Optional[bytes]] = []
         self.headers: list[Any] = []
-
-    @property
-    def end(self) -> int:
-        return self.plan.high
 
     @property
     def reached(self) -> int:
@@ -316,9 +323,21 @@ class _RangeReader:
             raise LandingError(f"Kafka client error: {self.errors.fatal}")
         messages = self.consumer.consume(num_messages=CONSUME_BATCH, timeout=CONSUME_WAIT_S)
         active = self.active
-        # the landing hot path: plain list appends, one writer call per partition per consumed batch
+        # The landing hot path. Messages come in runs of one partition, so the partition's state and its column
+        # lists' append methods are looked up once per run; records go to the writer once per consumed batch.
+        reading: Optional[_Reading] = None
+        current: Optional[tuple[str, int]] = None
+        end = 0
+        add_offset = add_timestamp = add_key = add_value = add_headers = None  # type: Any
         for message in messages:
-            reading = active.get((message.topic(), message.partition()))
+            key = (message.topic(), message.partition())
+            if key != current:
+                current = key
+                reading = active.get(key)
+                if reading is not None:
+                    end = reading.end
+                    add_offset, add_timestamp = reading.offsets.append, reading.timestamps.append
+                    add_key, add_value, add_headers = reading.keys.append, reading.values.append, reading.headers.append
             if reading is None or reading.done:
                 continue  # a stale message of an earlier assignment, or past the range
             error = message.error()
@@ -326,25 +345,25 @@ class _RangeReader:
                 if error.code() == KafkaError._PARTITION_EOF:
                     reading.eof_at = message.offset()
                     reading.seen = True
-                    if reading.eof_at >= reading.end:
+                    if reading.eof_at >= end:
                         reading.done = True
                     continue
                 if error.fatal() or not error.retriable():
-                    raise LandingError(f"Kafka error while reading {reading.plan.topic}/{reading.plan.partition} "
-                                       f"at offset {reading.reached}: {error}")
+                    raise LandingError(f"Kafka error while reading {key[0]}/{key[1]} at offset {reading.reached}: "
+                                       f"{error}")
                 self.errors.last = error
                 continue
             offset = message.offset()
-            if offset >= reading.end:
+            if offset >= end:
                 reading.done = True
                 continue
             ts_type, ts = message.timestamp()
-            reading.offsets.append(offset)
-            reading.timestamps.append(None if ts_type == TIMESTAMP_NOT_AVAILABLE else ts)
-            reading.keys.append(message.key())
-            reading.values.append(message.value())
-            reading.headers.append(message.headers())
-            if offset + 1 >= reading.end:
+            add_offset(offset)
+            add_timestamp(None if ts_type == TIMESTAMP_NOT_AVAILABLE else ts)
+            add_key(message.key())
+            add_value(message.value())
+            add_headers(message.headers())
+            if offset + 1 >= end:
                 reading.done = True
         now = time.monotonic()
         for reading in list(active.values()):
@@ -434,6 +453,7 @@ def land_from_kafka(
         config = consumer_config(changefeed)
         log.debug("consumer config for %s: %s", changefeed.name, mask_secrets(config))
         config["error_cb"] = errors
+        config["logger"] = logging.getLogger("ticdc_lakehouse.landing.librdkafka")
         consumer = Consumer(config)
         problems: list[str] = []
         try:

@@ -427,7 +427,9 @@ class SegmentWriter:
     def _open(self) -> pq.ParquetWriter:
         if self._writer is None:
             self._writer = pq.ParquetWriter(
-                self.tmp_path, LANDED_SCHEMA, compression="zstd", use_dictionary=["topic", "partition"]
+                self.tmp_path, LANDED_SCHEMA, compression="zstd", use_dictionary=["topic", "partition"],
+                # offset/timestamp min-max let readers prune; stats over payload bytes would only cost time
+                write_statistics=["topic", "partition", "offset", "timestamp"],
             )
         return self._writer
 

@@ -195,6 +195,7 @@ def staged_stats(events) -> StagedStats:
         F.min("commit_ts").alias("min_ts"),
         F.max("commit_ts").alias("max_ts"),
         F.max_by(F.col("column_types"), F.size("column_types")).alias("column_types"),
+        F.max_by(F.col("column_order"), F.size("column_types")).alias("column_order"),
         F.max_by(F.col("key_columns"), F.size("column_types")).alias("key_columns"),
     )
     stats = StagedStats({}, {}, 0, 0)
@@ -208,7 +209,8 @@ def staged_stats(events) -> StagedStats:
         elif kind == "row":
             stats.max_commit_ts = max(stats.max_commit_ts, r["max_ts"] or 0)
             key = (r["s"], r["t"])
-            types = list((r["column_types"] or {}).items())
+            mapping = r["column_types"] or {}
+            types = [(name, mapping[name]) for name in (r["column_order"] or []) if name in mapping]
             entry = stats.rows.setdefault(key, {
                 "schema": r["schema"], "table": r["table"], "rows": 0, "min_ts": r["min_ts"], "max_ts": r["max_ts"],
                 "column_types": types, "key_columns": list(r["key_columns"] or []),

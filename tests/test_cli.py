@@ -1,0 +1,61 @@
+"""The `lakehouse` command as a user runs it: a real subprocess, a real Spark JVM, the JDBC catalog on disk."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LAKEHOUSE = [sys.executable, "-m", "ticdc_lakehouse.cli"]
+
+
+def run(args, env, check=True):
+    result = subprocess.run(LAKEHOUSE + args, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    if check and result.returncode != 0:
+        raise AssertionError(f"lakehouse {args} failed ({result.returncode}):\n{result.stderr[-3000:]}")
+    return result
+
+
+@pytest.fixture
+def cli_env(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE")}
+    env["LAKEHOUSE_HOME"] = str(tmp_path / "home")
+    return env
+
+
+@pytest.mark.spark
+def test_sql_creates_queries_and_prints_exact_json(cli_env):
+    script = (
+        "CREATE NAMESPACE IF NOT EXISTS shop; "
+        "CREATE TABLE shop.orders (id bigint, price decimal(10,2), day date, at timestamp_ntz, raw binary, "
+        "note string) USING iceberg; "
+        "INSERT INTO shop.orders VALUES (1, 12.30, DATE'2026-01-02', TIMESTAMP_NTZ'2026-01-02 03:04:05', "
+        "X'00FF', 'hé;llo'), (2, NULL, NULL, NULL, NULL, NULL); "
+        "SELECT * FROM shop.orders ORDER BY id"
+    )
+    out = run(["sql", script, "--format", "json"], cli_env).stdout
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert rows == [
+        {"id": 1, "price": "12.30", "day": "2026-01-02", "at": "2026-01-02T03:04:05", "raw": "AP8=", "note": "hé;llo"},
+        {"id": 2, "price": None, "day": None, "at": None, "raw": None, "note": None},
+    ]
+    table = run(["sql", "SELECT id, note FROM shop.orders ORDER BY id"], cli_env).stdout
+    assert "hé;llo" in table and "(2 rows)" in table
+
+
+def test_sql_error_is_one_clear_line_and_exit_code(cli_env):
+    result = run(["sql", "SELECT * FROM shop.missing", "--as-of-tso", "1"], cli_env, check=False)
+    assert result.returncode != 0
+    assert "error:" in result.stderr
+
+
+def test_check_reports_the_stack_without_secrets(cli_env):
+    cli_env["LAKEHOUSE_CATALOG_PASSWORD"] = "hunter2"
+    result = run(["check"], cli_env)
+    assert "pyspark 3.5" in result.stdout
+    assert "hunter2" not in result.stdout + result.stderr

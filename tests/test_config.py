@@ -1,0 +1,51 @@
+"""Configuration: defaults under LAKEHOUSE_HOME, the file, environment overrides, masked secrets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ticdc_lakehouse.config import load_settings, mask_uri_password
+
+
+def test_defaults_live_under_lakehouse_home(tmp_path):
+    settings = load_settings(env={"LAKEHOUSE_HOME": str(tmp_path), "LAKEHOUSE_CONFIG": ""})
+    assert settings.catalog_name == "lake"
+    assert settings.catalog_uri == f"jdbc:sqlite:{tmp_path / 'catalog.db'}"
+    assert settings.warehouse == str(tmp_path / "warehouse")
+    assert settings.landing_path == tmp_path / "landing"
+    assert settings.changefeed().name == "default" and settings.changefeed().protocol == "open"
+
+
+def test_file_then_environment_override(tmp_path):
+    config = tmp_path / "c.toml"
+    config.write_text(
+        '[catalog]\nuri = "jdbc:postgresql://db:5432/lake"\n'
+        '[changefeeds.shop]\nprotocol = "craft"\ntopics = ["t1", "t2"]\n'
+        '[tables."shop.orders"]\nwrite_mode = "copy-on-write"\n'
+    )
+    env = {
+        "LAKEHOUSE_HOME": str(tmp_path),
+        "LAKEHOUSE_SPARK_MASTER": "spark://m:7077",
+        "LAKEHOUSE__MERGE__BUCKET_COUNT": "8",
+        "LAKEHOUSE_CATALOG_PASSWORD": "s3cret",
+    }
+    settings = load_settings(config, env=env)
+    assert settings.catalog_uri == "jdbc:postgresql://db:5432/lake"
+    assert settings.spark["master"] == "spark://m:7077"
+    assert settings.merge["bucket_count"] == 8
+    assert settings.changefeed("shop").topics == ("t1", "t2")
+    assert settings.changefeed().protocol == "craft"
+    assert settings.table_option("shop", "orders", "write_mode") == "copy-on-write"
+    assert settings.table_option("shop", "other", "write_mode") == "merge-on-read"
+    assert "s3cret" not in str(settings.masked())
+
+
+def test_passwords_in_uris_are_masked():
+    assert mask_uri_password("postgresql://u:pw@h/db") == "postgresql://u:***@h/db"
+    assert mask_uri_password("jdbc:postgresql://h/db?user=u&password=pw") == "jdbc:postgresql://h/db?user=u&password=***"
+
+
+def test_conf_file_in_repo_parses():
+    root = Path(__file__).resolve().parents[1]
+    settings = load_settings(root / "conf" / "lakehouse.toml", env={"LAKEHOUSE_HOME": "/tmp/x"})
+    assert settings.catalog_name == "lake"
