@@ -56,9 +56,10 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
 def split_statements(sql: str) -> list[str]:
     """Split on top-level semicolons (sqlglot's tokenizer knows strings, comments and quoted names)."""
-    from sqlglot.tokens import Tokenizer, TokenType
+    from sqlglot.dialects.spark import Spark
+    from sqlglot.tokens import TokenType
 
-    cuts = [t.start for t in Tokenizer().tokenize(sql) if t.token_type == TokenType.SEMICOLON]
+    cuts = [t.start for t in Spark().tokenize(sql) if t.token_type == TokenType.SEMICOLON]
     parts, start = [], 0
     for cut in cuts:
         parts.append(sql[start:cut])
