@@ -3,7 +3,7 @@
     .venv/bin/python bench/land.py                       # starts a private noida-db broker
     .venv/bin/python bench/land.py --bootstrap host:9092 --records 500000 --size 1024
 
-Produces ``--records`` TiCDC-like JSON messages of about ``--size`` bytes over ``--partitions`` partitions, then
+Produces ``--records`` distinct TiCDC-like JSON messages of about ``--size`` bytes over ``--partitions`` partitions, then
 measures (best of ``--repeat``) a bare confluent-kafka consume of the whole topic that only touches every
 message, and ``land_from_kafka`` of the same topic into a fresh landing directory. Prints MB/s and records/s of
 both and the ratio landing/bare; the target is >= 0.7 (exit status 1 below ``--min-ratio``).
@@ -33,26 +33,32 @@ from ticdc_lakehouse.config import ChangefeedConfig  # noqa: E402
 from ticdc_lakehouse.landing.kafka_source import consumer_config, land_from_kafka  # noqa: E402
 
 
-def message(i: int, size: int, rng: random.Random) -> tuple[bytes, bytes]:
-    """A TiCDC Open-Protocol-like key/value: compressible JSON with some entropy, about ``size`` bytes."""
+WORDS = ("order customer shipped pending amount total price discount region north south east west warehouse "
+         "item sku quantity returned invoice paid status created updated note express standard gift").split()
+
+
+def message(i: int, size: int, rng: random.Random, corpus: str) -> tuple[bytes, bytes]:
+    """A TiCDC Open-Protocol-like key/value of about ``size`` bytes; every value differs and compresses like
+    real row data (a slice of a text corpus, ids, decimals), not like one repeated template."""
     key = json.dumps({"ts": 440000000000000000 + i, "scm": "shop", "tbl": "orders", "t": 1}).encode()
-    row = {"u": {"id": {"t": 8, "h": True, "v": i}, "note": {"t": 15, "v": ""}}}
-    filler = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz0123456789 ") for _ in range(max(0, size - 120)))
-    row["u"]["note"]["v"] = filler
+    start = rng.randrange(0, len(corpus) - size)
+    row = {"u": {"id": {"t": 8, "h": True, "v": i}, "amount": {"t": 246, "v": f"{rng.random() * 10000:.2f}"},
+                 "buyer": {"t": 15, "v": f"user{rng.randrange(10**6)}"},
+                 "note": {"t": 15, "v": corpus[start : start + max(0, size - 170)]}}}
     return key, json.dumps(row).encode()
 
 
 def fill(bootstrap: str, topic: str, records: int, size: int, partitions: int, headers: int = 0) -> int:
     """Produce the records (TiCDC sets no Kafka headers; ``headers`` adds that many per record anyway)."""
     rng = random.Random(7)
+    corpus = " ".join(rng.choices(WORDS, k=400_000))
     record_headers = [(f"h{i}", b"%d" % i) for i in range(headers)] or None
-    templates = [message(i, size, rng) for i in range(256)]
     total = 0
     chunk = 20000
     for begin in range(0, records, chunk):
         batch = []
         for i in range(begin, min(records, begin + chunk)):
-            key, value = templates[i % len(templates)]
+            key, value = message(i, size, rng, corpus)
             batch.append((key, value, record_headers, i % partitions))
             total += len(key) + len(value)
         produce(bootstrap, topic, batch, compression="lz4", linger_ms=20, batch_num_messages=10000)

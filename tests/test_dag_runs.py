@@ -17,7 +17,7 @@ from tests.broker_fixture import create_topic, kafka_broker, produce, unique_top
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.broker]
 
-TRANSACTIONS = 12
+TRANSACTIONS = 8
 
 
 def lake_json(spark, settings, workload, ts: int, version: str | None = None) -> dict[str, list[dict]]:
@@ -97,11 +97,11 @@ def scheduled_run(tmp_path_factory, kafka_broker, spark_session, airflow_db):  #
         bag = dag_bag()
         assert bag.import_errors == {}
         dagrun = bag.dags["lakehouse_shop"].test()
-        yield settings, workload, dagrun, bag
+        yield settings, workload, dagrun, bag, topic
 
 
 def test_scheduled_dag_lands_and_merges_into_iceberg(scheduled_run, spark_session):
-    settings, workload, dagrun, _ = scheduled_run
+    settings, workload, dagrun, _, topic = scheduled_run
     print("task seconds", task_times(dagrun))
     assert task_states(dagrun) == {"land[0]": "success", "merge": "success", "publish": "success"}
     assert str(dagrun.state) == "success"
@@ -115,12 +115,14 @@ def test_scheduled_dag_lands_and_merges_into_iceberg(scheduled_run, spark_sessio
     assert metrics["tag"] == f"tso_{cut}"
     assert metrics["halted_tables"] == [] and metrics["dead_letters"] == 0
     landed = xcom(dagrun, "land", map_index=0)
+    assert dagrun.get_task_instance("land", map_index=0).rendered_map_index == topic  # one mapped task per topic
     assert landed["landing"]["records"] == sum(len(events) for events in workload.sent.values())
 
 
 def test_maintenance_dag_keeps_data_and_tagged_cuts_readable(scheduled_run, spark_session):
-    settings, workload, _, bag = scheduled_run
+    settings, workload, _, bag, _ = scheduled_run
     dagrun = bag.dags["lakehouse_maintenance"].test()
+    print("task seconds", task_times(dagrun))
     assert task_states(dagrun) == {"maintain_shop": "success"}
     cut = workload.global_resolved_ts()
     expected = workload.expected_json(cut)

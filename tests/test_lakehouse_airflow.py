@@ -197,3 +197,27 @@ def test_airflow_env_puts_airflow_home_under_lakehouse_home(tmp_path):
     assert exported["AIRFLOW_HOME"] == str(tmp_path / "lh" / "airflow")
     assert exported["AIRFLOW__CORE__DAGS_FOLDER"] == str(REPO / "dags")
     assert (tmp_path / "lh" / "airflow").is_dir()
+
+
+def test_rendered_params_become_text_or_none():
+    from lakehouse_airflow.operators import text_or_none
+
+    assert [text_or_none(v) for v in (None, "", "None", " ", "open", 123, "42")] == [None, None, None, None, "open",
+                                                                                    "123", "42"]
+
+
+def test_spark_job_entry_points_take_the_cli_arguments():
+    import importlib.util
+
+    def job(name):
+        spec = importlib.util.spec_from_file_location(name, REPO / "spark_jobs" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.build_parser()
+
+    merge = job("merge_job").parse_args(["--changefeed", "orders", "--protocol", "open", "--stop-ts", "42"])
+    assert (merge.changefeed, merge.protocol, merge.stop_ts) == ("orders", "open", 42)
+    backfill = job("backfill_job")
+    assert backfill.parse_args(["--archive", "/a", "--stop-ts", "7"]).archive == "/a"
+    with pytest.raises(SystemExit):
+        backfill.parse_args(["--changefeed", "orders"])  # --archive is required

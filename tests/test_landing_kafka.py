@@ -291,6 +291,8 @@ def test_extra_kafka_settings_pass_through_but_secrets_never_reach_the_log(kafka
     assert config["enable.auto.commit"] is False and config["group.id"] == cf.group_id
     assert config["receive.message.max.bytes"] >= 200 * 1024 * 1024 + 512
     assert config["isolation.level"] == "read_committed" and config["enable.partition.eof"] is True
+    for limits in ({"message.max.bytes": 100 * 1024 * 1024}, {"fetch.max.bytes": 300 * 1024 * 1024}, {}):
+        Consumer(consumer_config(changefeed(kafka_broker, "x", **limits))).close()  # librdkafka accepts them
 
     topic = create_topic(kafka_broker, unique_topic("secret"))
     produce(kafka_broker, topic, [(None, b"v")], partition=0)

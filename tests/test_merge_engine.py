@@ -169,3 +169,57 @@ def test_rows_of_a_table_created_before_the_changefeed_create_it_from_row_types(
         assert got == [{k: r[k] for k in table.primary_key} for r in rows]
     key_fields = spark.sql("SELECT * FROM shop.order_items").columns[:2]
     assert key_fields == ["order_id", "line"]
+
+
+def test_simple_rows_before_their_schema_are_kept_until_a_bootstrap_arrives(spark, settings, tmp_path):
+    archive = tmp_path / "archive"
+    workload = Workload(seed=52, partitions=2)
+    workload.create_sample_tables()
+    workload.new_events()  # schemas were sent before the changefeed's start: the consumer has none
+    for _ in range(6):
+        workload.transaction(3)
+    workload.resolve(final=True)
+    write_to_archive(workload, archive, TOPIC, "simple-json")
+    early_cut = workload.global_resolved_ts()
+
+    first = backfill(settings, archive, protocol="simple-json", spark=spark)["merge"]
+    assert sorted(first["pending_tables"]) == ["shop.customers", "shop.order_items", "shop.orders"]
+    namespaces = [r[0] for r in spark.sql("SHOW NAMESPACES").collect()]
+    assert "shop" not in namespaces or spark.sql("SHOW TABLES IN shop").count() == 0
+
+    workload.bootstrap()
+    for _ in range(4):
+        workload.transaction(3)
+    workload.resolve(final=True)
+    write_to_archive(workload, archive, TOPIC, "simple-json")
+    cut = workload.global_resolved_ts()
+    assert cut > early_cut
+    backfill(settings, archive, protocol="simple-json", spark=spark)
+    assert_lake_equals_upstream(spark, workload, cut)
+
+
+def test_without_resolved_events_everything_landed_is_applied_in_key_order(spark, tmp_path, monkeypatch, lakehouse_env):
+    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.model import ResolvedEvent
+
+    config = tmp_path / "cf.toml"
+    config.write_text('[changefeeds.nores]\nprotocol = "open"\nresolved_ts = "none"\n')
+    monkeypatch.setenv("LAKEHOUSE_CONFIG", str(config))
+    settings = load_settings()
+    from ticdc_lakehouse.spark_session import use_catalog
+
+    use_catalog(spark, settings)
+    archive = tmp_path / "archive"
+    workload = Workload(seed=61, partitions=2)
+    workload.create_sample_tables()
+    for _ in range(10):
+        workload.transaction(4)
+    events = workload.new_events()
+    stripped = {p: [e for e in evs if not isinstance(e, ResolvedEvent)] for p, evs in events.items()}
+    from ticdc_lakehouse.archive_writer import write_archive
+    from ticdc_lakehouse.workload import encode_partitions
+
+    write_archive(archive, TOPIC, encode_partitions(stripped, "open"))
+    report = backfill(settings, archive, changefeed="nores", spark=spark)["merge"]
+    assert report["resolved_ts"] == workload.last_ts
+    assert_lake_equals_upstream(spark, workload, workload.last_ts)

@@ -58,6 +58,9 @@ DEFAULT_CHANGEFEED: dict[str, Any] = {
     "kafka": {},  # extra confluent-kafka consumer settings (security.protocol, sasl.mechanism, ...)
     "schema_registry": {},  # extra SchemaRegistryClient settings
     "consumer_group": "",
+    # "auto": protocols that carry resolved events wait for them; Confluent Avro (no watermark by default) does not.
+    # "none": apply everything landed, each key in commit-ts order (Avro/Canal-JSON without the TiDB extension).
+    "resolved_ts": "auto",
 }
 
 #: short environment variable names for the settings people change most
@@ -83,6 +86,7 @@ class ChangefeedConfig:
     kafka: Mapping[str, Any]
     schema_registry: Mapping[str, Any]
     consumer_group: str
+    resolved_ts: str = "auto"
 
     @property
     def group_id(self) -> str:
@@ -201,6 +205,7 @@ def _changefeed(name: str, values: Mapping[str, Any]) -> ChangefeedConfig:
         kafka=dict(merged["kafka"]),
         schema_registry=dict(merged["schema_registry"]),
         consumer_group=merged["consumer_group"],
+        resolved_ts=merged["resolved_ts"],
     )
 
 

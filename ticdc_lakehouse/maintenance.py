@@ -60,6 +60,8 @@ log = logging.getLogger(__name__)
 CONTROL_TABLES = ("checkpoints", "dead_letters", "halted")
 #: a tag Iceberg would drop within this margin counts as lapsing (expiry runs a little after planning)
 LAPSE_MARGIN_MS = 3_600_000
+#: the youngest a file may be to count as an orphan (Iceberg's procedure refuses less)
+MIN_ORPHAN_HOURS = 24
 #: compaction options: small tables have few files per partition, so two are worth a rewrite; any delete
 #: file makes a data file worth rewriting (merge-on-read deletes otherwise pile up), and the delete files
 #: whose rows were applied by the rewrite are removed with it
@@ -237,6 +239,13 @@ def rows_to_delete(rows: Sequence[Checkpoint], dropped: Sequence[int], survivors
     return doomed
 
 
+def orphan_horizon_ms(clock: datetime, policy: RetentionPolicy) -> int:
+    """Files older than this may be deleted as orphans. Never less than a day: a younger file may belong to a
+    write still in progress (Iceberg's procedure refuses shorter intervals for that reason)."""
+    hours = max(MIN_ORPHAN_HOURS, policy.orphan_hours)
+    return int((clock - timedelta(hours=hours)).timestamp() * 1000)
+
+
 # -- reading and acting -------------------------------------------------------------------------------------
 def read_table_state(ji: JavaIceberg, name: str) -> TableState:
     namespace, _, table = name.partition(".")
@@ -372,7 +381,10 @@ def _delete_rows(spark, state: StateStore, changefeed: str, rows: Sequence[Check
 
 def maintain_changefeed(spark, settings: Settings, changefeed: str, dry_run: bool, say: Callable[[str], None],
                         now: datetime, policy: RetentionPolicy) -> dict[str, Any]:
-    """Maintain the tables of one changefeed; the caller holds its merge lock (unless dry)."""
+    """Maintain the tables of one changefeed; the caller holds its merge lock (unless dry).
+
+    ``now`` is what cut ages count from; tag ages and the orphan horizon always use the real clock, because
+    Iceberg measures them with it."""
     ji = JavaIceberg(spark, settings.catalog_name)
     state = StateStore(spark, settings.catalog_name)
     # never create the control tables here: a dry run changes nothing, and without them there is nothing to do
@@ -395,8 +407,9 @@ def maintain_changefeed(spark, settings: Settings, changefeed: str, dry_run: boo
     kept, dropped = plan_cuts(cuts, now, policy.days, policy.keep_last)
     report["cuts"] = {"kept": kept, "dropped": dropped}
     serving = effective_rows(rows)
-    now_ms = int(now.timestamp() * 1000)
-    default_older = int((now - timedelta(days=policy.days)).timestamp() * 1000)
+    clock = datetime.now(timezone.utc)
+    now_ms = int(clock.timestamp() * 1000)
+    default_older = int((clock - timedelta(days=policy.days)).timestamp() * 1000)
     plans = {}
     for name in names:
         wanted = {
@@ -418,7 +431,7 @@ def maintain_changefeed(spark, settings: Settings, changefeed: str, dry_run: boo
     # the rows go before the snapshots they name: a reader never finds a row whose snapshot is gone
     if not dry_run:
         _delete_rows(spark, state, changefeed, doomed)
-    orphan_ms = int((now - timedelta(hours=policy.orphan_hours)).timestamp() * 1000)
+    orphan_ms = orphan_horizon_ms(clock, policy)
     for name in names:
         entry = report["tables"][name]
         say(f"{changefeed}: {name}: {'planning' if dry_run else 'running'} snapshot expiry and orphan cleanup")
@@ -457,13 +470,14 @@ def verify_cuts(ji: JavaIceberg, rows: Sequence[Checkpoint]) -> list[str]:
     return problems
 
 
-def maintain_control_tables(spark, settings: Settings, dry_run: bool, say: Callable[[str], None], now: datetime,
+def maintain_control_tables(spark, settings: Settings, dry_run: bool, say: Callable[[str], None],
                             policy: RetentionPolicy) -> dict[str, Any]:
     """The control tables: compaction, expiry beyond the cut retention (keeping the last snapshot), orphans."""
     ji = JavaIceberg(spark, settings.catalog_name)
     report: dict[str, Any] = {}
+    now = datetime.now(timezone.utc)
     older = int((now - timedelta(days=policy.days)).timestamp() * 1000)
-    orphan_ms = int((now - timedelta(hours=policy.orphan_hours)).timestamp() * 1000)
+    orphan_ms = orphan_horizon_ms(now, policy)
     for table in CONTROL_TABLES:
         if not ji.table_exists(CONTROL_NAMESPACE, table):
             continue
@@ -492,7 +506,8 @@ def maintain(settings: Settings, changefeed: Optional[str] = None, dry_run: bool
              spark=None, now: Optional[datetime] = None) -> dict[str, Any]:
     """Maintain one changefeed's tables (or every known changefeed's) and the control tables (see module doc).
 
-    ``now``: the wall-clock time cut ages and the orphan horizon are measured from (default: the current time).
+    ``now``: the wall-clock time cut ages are measured from (default: the current time); snapshot and orphan
+    ages always use the real clock.
     Raises ``locks.LockBusy`` when the changefeed is being merged (nothing was changed then).
     """
     from ticdc_lakehouse.locks import LockBusy, changefeed_lock
@@ -526,7 +541,7 @@ def maintain(settings: Settings, changefeed: Optional[str] = None, dry_run: bool
             if not dry_run:
                 for name in everyone:
                     stack.enter_context(changefeed_lock(settings, name))
-            result["control_tables"] = maintain_control_tables(spark, settings, dry_run, say, now, policy)
+            result["control_tables"] = maintain_control_tables(spark, settings, dry_run, say, policy)
     except LockBusy as exc:
         result["control_tables"] = {"skipped": f"a merge is running: {exc}"}
         say(f"control tables skipped: {exc}")

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ticdc_lakehouse.config import Settings
+from ticdc_lakehouse.faults import fault_point
 
 Progress = Optional[Callable[[str], None]]
 
@@ -71,6 +72,7 @@ def backfill(settings: Settings, archive: Path, changefeed: Optional[str] = None
     except ArchiveCorruptError as exc:
         corrupt = exc
         landing = getattr(exc, "report", None)
+    fault_point("backfill.after_landing")
     result = merge(settings, cf.name, protocol or cf.protocol, stop_ts, progress, spark)
     result["landing"] = _landing_summary(landing) if landing is not None else None
     if corrupt is not None:

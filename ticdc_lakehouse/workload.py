@@ -347,6 +347,13 @@ class Workload:
                 self.resolved[p] = ts
                 self._send(p, ResolvedEvent(ts, self._pos(p)))
 
+    def bootstrap(self) -> None:
+        """Simple protocol BOOTSTRAP: every table's current schema, to every partition, with commit ts 0."""
+        for table in self.tables.values():
+            for p in range(self.partitions):
+                self._send(p, DDLEvent(table.schema, table.name, 0, "", "CREATE_TABLE", self._pos(p),
+                                       table_schema=table.table_schema(), is_bootstrap=True))
+
     def replay_tail(self, partition: int, count: int) -> None:
         """A processor restart: the partition's last ``count`` events are sent again."""
         tail = [e for e in self.sent[partition][-count:]]

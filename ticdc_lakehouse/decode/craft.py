@@ -492,6 +492,18 @@ class CraftDecoder:
                 count, pos = _uvarint(data, pos, end)
             if count > end - pos:
                 raise DecodeError(f"craft: size table of {count} entries cannot fit in {end - pos} bytes")
+            if count == 1 and pos + 1 < end:  # the column-group table of an insert or delete: one size
+                byte = data[pos]
+                if byte < 0x80:
+                    tables.append([(byte >> 1) ^ -(byte & 1)])
+                    pos += 1
+                    continue
+                following = data[pos + 1]
+                if following < 0x80:
+                    byte = (byte & 0x7F) | (following << 7)
+                    tables.append([(byte >> 1) ^ -(byte & 1)])
+                    pos += 2
+                    continue
             table = []
             total = 0
             for _ in range(count):

@@ -90,7 +90,8 @@ def consumer_config(changefeed: ChangefeedConfig) -> dict[str, Any]:
             "enable.partition.eof": True,
         }
     )
-    # librdkafka rejects a response buffer smaller than a full fetch
+    # librdkafka refuses a fetch smaller than one message, and a response buffer smaller than a full fetch
+    config["fetch.max.bytes"] = max(int(config["fetch.max.bytes"]), int(config["message.max.bytes"]))
     needed = int(config["fetch.max.bytes"]) + 512
     if int(config.get("receive.message.max.bytes", 0)) < needed:
         config["receive.message.max.bytes"] = needed

@@ -4,6 +4,8 @@ Layout (the merge engine reads exactly this)::
 
     {landing_root}/{changefeed}/{topic}/_partitions.json            {"partitions": N}
     {landing_root}/{changefeed}/{topic}/{partition}/{start:020d}-{end:020d}.parquet
+    {landing_root}/{changefeed}/{topic}/_data_loss.json             only after a loss was accepted (allow_gap)
+    {landing_root}/{changefeed}/.landing.lock                       held while a landing run writes
 
 Offsets are half-open ``[start, end)`` and contiguous per partition: each segment starts where the previous one
 ended, so "what has landed" is simply the last segment's ``end`` and a rerun can never read a record twice. A
@@ -29,6 +31,8 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ticdc_lakehouse.faults import fault_point
+
 #: the schema of every landed segment
 LANDED_SCHEMA = pa.schema(
     [
@@ -53,7 +57,7 @@ _SEGMENT_NAME = re.compile(r"^(\d{20})-(\d{20})\.parquet$")
 #: flush a row group after this many records or this many payload bytes, whichever comes first: bounds memory
 #: for large topics while keeping row groups big enough for efficient scans
 ROW_GROUP_RECORDS = 100_000
-ROW_GROUP_BYTES = 32 * 1024 * 1024
+ROW_GROUP_BYTES = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True, order=True)
@@ -271,7 +275,7 @@ class BackgroundWrites:
     """One worker thread that encodes, compresses and writes row groups while the caller keeps consuming.
 
     Parquet encoding, zstd and fsync release the GIL, so they overlap with the consume loop and librdkafka's
-    fetches. At most ``max_pending`` jobs wait at a time (submitting blocks beyond that), which bounds the memory
+    fetches (the Arrow arrays are built by the caller: that part needs the GIL). At most ``max_pending`` jobs wait at a time (submitting blocks beyond that), which bounds the memory
     held by row groups not yet written. Jobs run in submission order, so a segment's commit runs after its
     row groups.
     """
@@ -433,8 +437,8 @@ class SegmentWriter:
             )
         return self._writer
 
-    def _write(self, columns: _Columns) -> None:
-        self._open().write_table(self._table(columns), row_group_size=len(columns[0]))
+    def _write(self, table: pa.Table) -> None:
+        self._open().write_table(table, row_group_size=table.num_rows)
 
     def _run(self, fn: Callable[..., Any], *args: Any) -> Future:
         if self._background is None:
@@ -452,9 +456,11 @@ class SegmentWriter:
         """Write the buffered records as one row group (in the background worker when there is one)."""
         if not self._offsets:
             return
-        columns = (self._offsets, self._timestamps, self._keys, self._values, self._headers)
+        # Arrow arrays are built here: that needs the GIL, and doing it in the worker would make the two threads
+        # trade the GIL back and forth; encoding and compression, which release it, go to the worker
+        table = self._table((self._offsets, self._timestamps, self._keys, self._values, self._headers))
         self._reset_buffer()
-        job = self._run(self._write, columns)
+        job = self._run(self._write, table)
         if self._background is None:
             job.result()
 
@@ -492,8 +498,10 @@ class SegmentWriter:
             with open(self.tmp_path, "rb+") as handle:
                 os.fsync(handle.fileno())
             final = self.directory / segment_name(self.start, end)
+            fault_point("land.before_rename")
             os.replace(self.tmp_path, final)
             fsync_dir(self.directory)
+            fault_point("land.after_rename")
         except BaseException:
             self._discard()
             raise

@@ -26,6 +26,7 @@ from typing import Any, Callable, Optional
 
 from ticdc_lakehouse.config import Settings
 from ticdc_lakehouse.decode import DecoderOptions
+from ticdc_lakehouse.faults import fault_point
 from ticdc_lakehouse.iceberg.commit import callback_session
 from ticdc_lakehouse.iceberg.java_api import JavaIceberg
 from ticdc_lakehouse.iceberg.tables import (
@@ -57,6 +58,15 @@ log = logging.getLogger(__name__)
 PROTOCOLS_WITHOUT_RESOLVED_TS = {"avro"}
 #: cut used when a protocol has no resolved events: everything landed is applied
 UNBOUNDED_TS = (1 << 63) - 1
+
+
+def uses_resolved_ts(protocol: str, setting: str) -> bool:
+    """Whether a changefeed's cut is its global resolved ts (``auto``: unless the protocol has none by default)."""
+    if setting not in ("auto", "required", "none"):
+        raise ValueError(f"resolved_ts must be auto, required or none, not {setting!r}")
+    if setting == "auto":
+        return protocol not in PROTOCOLS_WITHOUT_RESOLVED_TS
+    return setting == "required"
 
 
 @dataclass
@@ -286,7 +296,7 @@ def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, even
                   stop_ts, say) -> None:
     from pyspark.sql import functions as F
 
-    resolved_mode = protocol not in PROTOCOLS_WITHOUT_RESOLVED_TS
+    resolved_mode = uses_resolved_ts(protocol, settings.changefeed(changefeed).resolved_ts)
     stats = staged_stats(events)
     partition_resolved = merge_resolved(checkpoint.partition_resolved, stats.resolved)
     ddl_rows = events.filter(F.col("kind") == "ddl").select(
@@ -322,6 +332,7 @@ def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, even
         for schema, table in ddl_apply.tables_blocked(ctx, record):
             ctx.flush(schema, table, record.commit_ts - 1, create_missing=False)
         ddl_apply.apply_ddl(ctx, record)
+        fault_point("merge.after_ddl")
     tables = set(checkpoint.tables) | {f"{s}.{t}" for s, t in ctx.row_stats}
     for key, stats in sorted(ctx.row_stats.items()):
         ctx.flush(stats["schema"], stats["table"], cut)
@@ -341,6 +352,7 @@ def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, even
     # where to read next time: the first event of each partition not applied yet
     bound = plan.safe_bound(ctx.halted) if resolved_mode else cut
     new_restart = restart_offsets(checkpoint.restart_offsets, landed_end, _first_unapplied(events, ctx, bound, cut))
+    fault_point("merge.before_checkpoint")
     state.write_checkpoint(
         Checkpoint(
             changefeed=changefeed, resolved_ts=max(cut, checkpoint.resolved_ts), run_id=report.run_id,
@@ -348,6 +360,7 @@ def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, even
             landed_end=landed_end, protocol=protocol,
         )
     )
+    fault_point("merge.after_checkpoint")
     if resolved_mode and cut > checkpoint.resolved_ts:
         from ticdc_lakehouse.timetravel import tag_cut
 

@@ -10,6 +10,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
+from ticdc_lakehouse.faults import fault_point
 from ticdc_lakehouse.iceberg.commit import run_with_snapshot_properties
 from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY, JavaIceberg, watermark_of
 from ticdc_lakehouse.iceberg.tables import TargetTable, quote
@@ -86,4 +87,5 @@ def flush_table(
         # Nothing changed (or the MERGE wrote no file): an empty snapshot still records the watermark.
         ji.commit_marker(jtable, properties)
     target.watermark = max(target.watermark, upto_ts)
+    fault_point("merge.after_table_commit")
     return FlushResult(label, lower, upto_ts, merged)
