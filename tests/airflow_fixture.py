@@ -1,14 +1,16 @@
 """A real Airflow for tests: a throw-away ``AIRFLOW_HOME`` with a SQLite metadata DB, the repo's dags/ and plugins/.
 
 Airflow reads its configuration once, when ``airflow`` is first imported, so importing this module sets the
-environment first (only where nothing is set yet). ``airflow_db`` (session) creates the metadata tables, as
+environment first. ``airflow_db`` (session) creates the metadata tables, as
 ``airflow db migrate`` does; ``dag.test()`` needs them (it runs tasks in-process, in the test's own thread, so an
 in-process Spark session of the test is reused by the tasks).
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -24,16 +26,20 @@ if str(PLUGINS) not in sys.path:
     sys.path.append(str(PLUGINS))
 
 if "airflow" not in sys.modules:
-    _home = Path(tempfile.mkdtemp(prefix="lakehouse-airflow-test-"))
-    for _key, _value in {
-        "AIRFLOW_HOME": str(_home),
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_home / 'airflow.db'}",
+    # never the developer's own AIRFLOW_HOME (initdb would touch its database); subprocesses reuse the parent's
+    _home = os.environ.get("LAKEHOUSE_TEST_AIRFLOW_HOME")
+    if not _home:
+        _home = tempfile.mkdtemp(prefix="lakehouse-airflow-test-")
+        os.environ["LAKEHOUSE_TEST_AIRFLOW_HOME"] = _home
+        atexit.register(shutil.rmtree, _home, True)
+    os.environ.update({
+        "AIRFLOW_HOME": _home,
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{Path(_home) / 'airflow.db'}",
         "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(PLUGINS),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
-    }.items():
-        os.environ.setdefault(_key, _value)
+    })
 
 
 @pytest.fixture(scope="session")

@@ -49,3 +49,20 @@ def test_conf_file_in_repo_parses():
     root = Path(__file__).resolve().parents[1]
     settings = load_settings(root / "conf" / "lakehouse.toml", env={"LAKEHOUSE_HOME": "/tmp/x"})
     assert settings.catalog_name == "lake"
+
+
+def test_secrets_come_from_the_environment_and_are_masked(tmp_path):
+    config = tmp_path / "c.toml"
+    config.write_text(
+        '[changefeeds.shop]\nbootstrap_servers = "k:9093"\n'
+        '[changefeeds.shop.kafka]\n"security.protocol" = "SASL_SSL"\n"sasl.username" = "svc"\n'
+        '"sasl.password" = "${KAFKA_PW}"\n'
+    )
+    settings = load_settings(config, env={"LAKEHOUSE_HOME": str(tmp_path), "KAFKA_PW": "t0psecret"})
+    assert settings.changefeed("shop").kafka["sasl.password"] == "t0psecret"
+    masked = str(settings.masked())
+    assert "t0psecret" not in masked and "SASL_SSL" in masked
+    import pytest
+
+    with pytest.raises(KeyError, match="KAFKA_PW"):
+        load_settings(config, env={"LAKEHOUSE_HOME": str(tmp_path)})

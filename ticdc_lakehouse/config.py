@@ -44,8 +44,14 @@ DEFAULTS: dict[str, Any] = {
         "lock_timeout_seconds": 0,
         "target_file_size_bytes": 134217728,
     },
-    "maintenance": {"retain_cuts_days": 7, "retain_last_cuts": 10, "orphan_older_than_hours": 24},
-    "airflow": {"schedule": "*/10 * * * *", "retries": 3, "retry_delay_seconds": 60},
+    "maintenance": {"retain_cuts_days": 7, "retain_last_cuts": 10, "orphan_older_than_hours": 24, "schedule": "@daily"},
+    "airflow": {
+        "schedule": "*/10 * * * *",
+        "retries": 3,
+        "retry_delay_seconds": 60,
+        "max_retry_delay_seconds": 3600,
+        "merge_pools": True,  # merges of one changefeed also queue in an Airflow pool with one slot
+    },
     "changefeeds": {},
     "tables": {},
 }
@@ -191,6 +197,25 @@ def _apply_env(raw: dict[str, Any], env: Mapping[str, str]) -> None:
         node[path[-1]] = _coerce(text, node.get(path[-1], ""))
 
 
+def _expand_env(value: Any, env: Mapping[str, str]) -> Any:
+    """``"${KAFKA_SASL_PASSWORD}"`` in the config file is read from the environment, so secrets stay out of files."""
+    import re
+
+    if isinstance(value, dict):
+        return {k: _expand_env(v, env) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand_env(v, env) for v in value]
+    if isinstance(value, str) and "${" in value:
+        def lookup(match: "re.Match[str]") -> str:
+            name = match.group(1)
+            if name not in env:
+                raise KeyError(f"config refers to ${{{name}}} but the environment does not set it")
+            return env[name]
+
+        return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", lookup, value)
+    return value
+
+
 def _changefeed(name: str, values: Mapping[str, Any]) -> ChangefeedConfig:
     merged = _deep_merge(copy.deepcopy(DEFAULT_CHANGEFEED), values)
     topics = merged["topics"] or [f"ticdc-{name}"]
@@ -218,7 +243,7 @@ def load_settings(config_file: Optional[str | Path] = None, env: Optional[Mappin
     source: Optional[Path] = None
     if path.is_file():
         with path.open("rb") as handle:
-            _deep_merge(raw, tomllib.load(handle))
+            _deep_merge(raw, _expand_env(tomllib.load(handle), env))
         source = path
     elif config_file or env.get("LAKEHOUSE_CONFIG"):
         raise FileNotFoundError(f"config file {path} does not exist")

@@ -1,0 +1,50 @@
+"""No upstream name can break or inject the generated SQL: backticks, spaces, unicode, reserved words, SQL."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.lake_helpers import lake_rows
+from ticdc_lakehouse.archive_writer import write_archive
+from ticdc_lakehouse.encode.open_protocol import OpenProtocolEncoder
+from ticdc_lakehouse.model import DELETE, INSERT, UPDATE, DDLEvent, Position, ResolvedEvent, RowChange
+from ticdc_lakehouse.pipeline import backfill
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = "we`ird db"
+TABLE = "Tab le; DROP"
+COLUMNS = {"select": "int", "a b": "varchar", "ü名": "decimal", "x`; DROP TABLE t; --": "text"}
+
+
+def _row(ts, op, key, a=None, u=None, x=None):
+    values = {"select": str(key), "a b": a, "ü名": u, "x`; DROP TABLE t; --": x}
+    after = None if op == DELETE else values
+    before = {"select": str(key)} if op == DELETE else None
+    return RowChange(SCHEMA, TABLE, ts, op, after, before, ("select",), dict(COLUMNS), Position("t", 0, 0))
+
+
+def test_hostile_identifiers_round_trip_as_data(spark, settings, tmp_path):
+    encoder = OpenProtocolEncoder()
+    create = (
+        "CREATE TABLE `we``ird db`.`Tab le; DROP` (`select` int NOT NULL, `a b` varchar(10), `ü名` decimal(5,1), "
+        "`x``; DROP TABLE t; --` text, PRIMARY KEY (`select`))"
+    )
+    events = [
+        DDLEvent(SCHEMA, "", 100, "CREATE DATABASE `we``ird db`", "CREATE_SCHEMA", Position("t", 0, 0)),
+        DDLEvent(SCHEMA, TABLE, 110, create, "CREATE_TABLE", Position("t", 0, 0)),
+        _row(120, INSERT, 1, "x'); DROP TABLE y; --", "1.5", "`backtick`"),
+        _row(120, INSERT, 2, "two", "-2.0", None),
+        _row(130, UPDATE, 1, "upd", "9.9", "ok"),
+        _row(140, DELETE, 2),
+        ResolvedEvent(150, Position("t", 0, 0)),
+    ]
+    archive = tmp_path / "archive"
+    write_archive(archive, "t", {0: [(*encoder.encode(e), [], None) for e in events]})
+    report = backfill(settings, archive, protocol="open", spark=spark)["merge"]
+    assert report["halted"] == [] and report["resolved_ts"] == 150
+    table = "`we``ird db`.`tab le; drop`"
+    assert spark.table(table).columns == list(COLUMNS)
+    assert lake_rows(spark, f"SELECT * FROM {table}") == [
+        {"select": 1, "a b": "upd", "ü名": "9.9", "x`; DROP TABLE t; --": "ok"}
+    ]
