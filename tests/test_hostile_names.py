@@ -43,7 +43,7 @@ def test_hostile_identifiers_round_trip_as_data(spark, settings, tmp_path):
     write_archive(archive, "t", {0: [(*encoder.encode(e), [], None) for e in events]})
     report = backfill(settings, archive, protocol="open", spark=spark)["merge"]
     assert report["halted"] == [] and report["resolved_ts"] == 150
-    table = "`we``ird db`.`tab le; drop`"
+    table = "`we``ird db`.`Tab le; DROP`"
     assert spark.table(table).columns == list(COLUMNS)
     assert lake_rows(spark, f"SELECT * FROM {table}") == [
         {"select": 1, "a b": "upd", "ü名": "9.9", "x`; DROP TABLE t; --": "ok"}

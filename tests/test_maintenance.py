@@ -123,8 +123,8 @@ def test_the_lake_has_two_tagged_cuts(lake):
 
 def test_dry_run_changes_nothing_and_reports_the_plan(lake):
     first, second = lake.cuts
-    assert lake.after_dry == lake.before
-    assert lake.orphan.exists()
+    assert lake.after_dry == lake.before  # rows, refs, snapshots, checkpoints and every file of the warehouse
+    assert str(lake.orphan) in {path for path, _ in lake.after_dry["warehouse"]}
     feed = _feed(lake.dry)
     assert lake.dry["dry_run"] is True
     assert feed["cuts"] == {"kept": [second], "dropped": [first]}

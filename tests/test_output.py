@@ -25,3 +25,12 @@ def test_json_keeps_decimals_dates_and_bytes_exact():
 def test_table_text_shows_every_row_and_nulls():
     text = table_text(["id", "name"], [(1, "a"), (2, None)])
     assert "| 2  | NULL |" in text and text.endswith("(2 rows)")
+
+
+def test_float_columns_print_their_shortest_float32_form():
+    import struct
+
+    widened = struct.unpack("<f", struct.pack("<f", 1.23))[0]
+    assert widened != 1.23
+    line = next(json_lines(["f", "d"], [(widened, widened)], float32=["f"]))
+    assert json.loads(line) == {"f": 1.23, "d": widened}

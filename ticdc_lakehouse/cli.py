@@ -46,7 +46,8 @@ def cmd_sql(args: argparse.Namespace) -> int:
     frame = spark.sql(statements[-1])
     columns = frame.columns
     if args.format == "json":
-        for line in json_lines(columns, (tuple(r) for r in frame.toLocalIterator())):
+        float32 = [f.name for f in frame.schema.fields if f.dataType.typeName() == "float"]
+        for line in json_lines(columns, (tuple(r) for r in frame.toLocalIterator()), float32):
             print(line)
     else:
         rows = [tuple(r) for r in frame.limit(args.limit).collect()] if args.limit else [tuple(r) for r in frame.collect()]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import struct
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any, Iterable, Sequence
@@ -40,9 +41,26 @@ def json_value(value: Any) -> Any:
     return str(value)
 
 
-def json_lines(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Iterable[str]:
+def shortest_float32(value: float) -> float:
+    """A FLOAT (float32) column value as the shortest decimal that is the same float32: ``1.23``, not
+    ``1.2300000190734863`` (what widening it to a double prints)."""
+    if math.isnan(value) or math.isinf(value):
+        return value
+    exact = struct.pack("<f", value)
+    for digits in range(1, 10):
+        candidate = float(f"{value:.{digits}g}")
+        if struct.pack("<f", candidate) == exact:
+            return candidate
+    return value
+
+
+def json_lines(columns: Sequence[str], rows: Iterable[Sequence[Any]], float32: Sequence[str] = ()) -> Iterable[str]:
+    narrow = set(float32)
     for row in rows:
-        yield json.dumps({c: json_value(v) for c, v in zip(columns, row)}, ensure_ascii=False)
+        yield json.dumps(
+            {c: json_value(shortest_float32(v) if c in narrow and isinstance(v, float) else v) for c, v in zip(columns, row)},
+            ensure_ascii=False,
+        )
 
 
 def _cell(value: Any) -> str:

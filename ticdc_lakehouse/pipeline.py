@@ -45,11 +45,14 @@ def _landing_progress(progress: Progress):
 def merge(settings: Settings, changefeed: Optional[str] = None, protocol: Optional[str] = None,
           stop_ts: Optional[int] = None, progress: Progress = None, spark=None) -> dict[str, Any]:
     """Merge what has landed up to the global resolved ts (one Spark session for every table)."""
+    from ticdc_lakehouse.locks import changefeed_lock
     from ticdc_lakehouse.merge.engine import run_merge
     from ticdc_lakehouse.spark_session import get_spark
 
-    session = spark or get_spark(settings, "lakehouse-merge")
-    report = run_merge(session, settings, changefeed, protocol, stop_ts, progress)
+    name = settings.changefeed(changefeed).name
+    with changefeed_lock(settings, name):  # before Spark starts: a second merge fails at once
+        session = spark or get_spark(settings, "lakehouse-merge")
+        report = run_merge(session, settings, name, protocol, stop_ts, progress, take_lock=False)
     return {"ok": not report.halted, "merge": report.as_dict()}
 
 

@@ -108,7 +108,10 @@ def spark_plan(settings: Settings, app_name: Optional[str] = None) -> SparkPlan:
     """The session settings for this deployment; pure, so spark-submit and tests share it."""
     catalog = settings.catalog_name
     uri = settings.catalog_uri
-    jars = (str(iceberg_runtime_jar()), str(jdbc_driver_jar(uri)))
+    required = jdbc_driver_jar(uri)
+    # every installed catalog driver, so one session can also open a second deployment's catalog
+    others = [p for p in (_first_existing(SQLITE_JARS), _first_existing(POSTGRES_JARS)) if p and p != required]
+    jars = (str(iceberg_runtime_jar()), str(required), *map(str, others))
     spark = settings.spark
     prefix = f"spark.sql.catalog.{catalog}"
     java_opts = f"-Djava.library.path={DEBIAN_JNI_DIR} -Dorg.sqlite.lib.path={DEBIAN_JNI_DIR} -Dorg.sqlite.lib.name=libsqlitejdbc.so"

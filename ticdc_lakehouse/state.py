@@ -86,8 +86,15 @@ class StateStore:
     def ensure(self) -> None:
         if self._ensured:
             return
+        from ticdc_lakehouse.iceberg.java_api import JavaIceberg
+
+        ji = JavaIceberg(self.spark, self.catalog)
+        wanted = (("checkpoints", CHECKPOINTS_DDL), ("dead_letters", DEAD_LETTERS_DDL), ("halted", HALTED_DDL))
+        if all(ji.table_exists(NAMESPACE, name) for name, _ in wanted):
+            self._ensured = True
+            return
         self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote(self.catalog)}.{quote(NAMESPACE)}")
-        for name, ddl in (("checkpoints", CHECKPOINTS_DDL), ("dead_letters", DEAD_LETTERS_DDL), ("halted", HALTED_DDL)):
+        for name, ddl in wanted:
             self.spark.sql(
                 f"CREATE TABLE IF NOT EXISTS {self.table(name)} ({ddl}) USING iceberg "
                 "TBLPROPERTIES ('format-version'='2')"

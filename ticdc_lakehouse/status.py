@@ -21,7 +21,6 @@ changefeed settings through ``mask_secrets``.
 from __future__ import annotations
 
 import json
-import logging
 import threading
 import time
 from dataclasses import dataclass, field
@@ -30,13 +29,11 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 from ticdc_lakehouse.config import ChangefeedConfig, Settings, mask_secrets, mask_uri_password
+from ticdc_lakehouse.state import NAMESPACE as CONTROL_NAMESPACE
 
-log = logging.getLogger(__name__)
 
 #: the longest status waits for Kafka, all requests together
 KAFKA_TIMEOUT_S = 5.0
-CONTROL_NAMESPACE = "_lakehouse"
-DATA_LOSS_FILE = "_data_loss.json"
 
 PartitionKey = tuple[str, int]
 
@@ -112,7 +109,7 @@ def _probe_worker(changefeed: ChangefeedConfig, topics: Sequence[str], timeout_s
     deadline = time.monotonic() + timeout_s
     try:
         consumer = Consumer(_probe_config(changefeed, errors))
-    except KafkaException as exc:
+    except Exception as exc:  # noqa: BLE001 - KafkaException or a malformed setting
         probe.reachable, probe.error = False, f"bad Kafka settings: {exc}"
         return
     try:
@@ -187,6 +184,8 @@ class LandedView:
 
 
 def landed_view(landing_root: Path, changefeed: str) -> LandedView:
+    """Landed ranges, their contiguity problems and any recorded data loss, from the files alone."""
+    from ticdc_lakehouse.landing.kafka_source import DATA_LOSS_FILE
     from ticdc_lakehouse.landing.segments import (
         check_contiguous,
         known_partitions,
@@ -290,19 +289,20 @@ def _table_row(ji, name: str, cut_snapshot: Optional[int], halted: bool) -> dict
     return row
 
 
-def _changefeed_tables(ji, changefeed: str) -> set[str]:
-    """Tables whose ``tidb.changefeed`` property names the changefeed (created before any checkpoint, too)."""
+def table_owners(ji) -> dict[str, str]:
+    """``namespace.table`` -> the changefeed its ``tidb.changefeed`` property names, for every target table: finds
+    tables a run created before it could write a checkpoint, too."""
     from ticdc_lakehouse.iceberg.tables import CHANGEFEED_PROPERTY
 
-    found = set()
+    owners = {}
     for namespace in ji.list_namespaces():
         if namespace == CONTROL_NAMESPACE:
             continue
         for table in ji.list_tables(namespace):
-            properties = ji.load(namespace, table).properties()
-            if properties.get(CHANGEFEED_PROPERTY) == changefeed:
-                found.add(f"{namespace}.{table}")
-    return found
+            owner = ji.load(namespace, table).properties().get(CHANGEFEED_PROPERTY)
+            if owner:
+                owners[f"{namespace}.{table}"] = str(owner)
+    return owners
 
 
 @dataclass
@@ -316,7 +316,7 @@ class LakeView:
     tables: list[dict[str, Any]]
 
 
-def lake_view(spark, ji, catalog: str, changefeed: str, control_ready: bool) -> LakeView:
+def lake_view(spark, ji, catalog: str, changefeed: str, control_ready: bool, owners: Mapping[str, str]) -> LakeView:
     from ticdc_lakehouse.state import Checkpoint, StateStore
 
     checkpoint, count, halted, dead = Checkpoint(changefeed), 0, [], 0
@@ -331,7 +331,8 @@ def lake_view(spark, ji, catalog: str, changefeed: str, control_ready: bool) -> 
         ]
         dead = int(state.dead_letter_counts(changefeed).get(changefeed, 0))
     halted_names = {h["table"].lower() for h in halted}
-    names = {n.lower() for n in checkpoint.tables} | halted_names | _changefeed_tables(ji, changefeed)
+    owned = {name for name, owner in owners.items() if owner == changefeed}
+    names = {n.lower() for n in checkpoint.tables} | halted_names | owned
     tables = [
         _table_row(ji, name, checkpoint.tables.get(name), name in halted_names) for name in sorted(names)
     ]
@@ -351,12 +352,12 @@ def changefeed_names(settings: Settings, landing_root: Path, with_checkpoints: S
 
 
 def _changefeed_status(settings: Settings, spark, ji, name: str, kafka: bool, control_ready: bool,
-                       kafka_timeout_s: float) -> dict[str, Any]:
+                       owners: Mapping[str, str], kafka_timeout_s: float) -> dict[str, Any]:
     cf = settings.changefeed(name)
     landed = landed_view(settings.landing_path, cf.name)
     topics = sorted(set(cf.topics) | set(landed.topics))
     probe = kafka_end_offsets(cf, topics, kafka_timeout_s) if kafka else KafkaProbe(checked=False)
-    lake = lake_view(spark, ji, settings.catalog_name, cf.name, control_ready)
+    lake = lake_view(spark, ji, settings.catalog_name, cf.name, control_ready, owners)
     checkpoint = lake.checkpoint
     partitions = partition_rows(landed, probe, checkpoint.restart_offsets, checkpoint.partition_resolved)
     lags = [p["lag"] for p in partitions if p["lag"] is not None]
@@ -409,17 +410,18 @@ def collect_status(settings: Settings, changefeed: Optional[str] = None, kafka: 
         Path(settings.catalog_uri[len("jdbc:sqlite:"):]).parent.mkdir(parents=True, exist_ok=True)
     ji = JavaIceberg(spark, settings.catalog_name)
     control_ready = all(ji.table_exists(CONTROL_NAMESPACE, t) for t in ("checkpoints", "dead_letters", "halted"))
+    owners = table_owners(ji)
     if changefeed:
         names = [changefeed]
     else:
-        known: list[str] = []
+        known = sorted(set(owners.values()))
         if control_ready:
             from ticdc_lakehouse.state import StateStore
 
             table = StateStore(spark, settings.catalog_name).table("checkpoints")
-            known = sorted(r[0] for r in spark.table(table).select("changefeed").distinct().collect())
+            known = sorted(set(known) | {r[0] for r in spark.table(table).select("changefeed").distinct().collect()})
         names = changefeed_names(settings, settings.landing_path, known)
-    feeds = [_changefeed_status(settings, spark, ji, n, kafka, control_ready, kafka_timeout_s) for n in names]
+    feeds = [_changefeed_status(settings, spark, ji, n, kafka, control_ready, owners, kafka_timeout_s) for n in names]
     return {
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "catalog": {

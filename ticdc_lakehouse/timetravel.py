@@ -68,7 +68,7 @@ def rewrite_as_of(sql: str, snapshots: Mapping[str, Optional[int]], catalog: str
     from sqlglot import exp
 
     tree = sqlglot.parse_one(sql, read="spark")
-    lowered = {name.lower(): snap for name, snap in snapshots.items()}
+    lowered = {name.lower(): (name, snap) for name, snap in snapshots.items()}
     ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
 
     def visit(node: exp.Expression) -> exp.Expression:
@@ -83,18 +83,25 @@ def rewrite_as_of(sql: str, snapshots: Mapping[str, Optional[int]], catalog: str
         key = f"{node.db}.{node.name}".lower()
         if key not in lowered:
             raise AsOfError(f"table {key} was not part of the changefeed at that cut (it did not exist yet)")
-        snapshot = lowered[key]
+        actual, snapshot = lowered[key]
         if snapshot is None:
             raise AsOfError(f"table {key} had no snapshot at that cut")
+        namespace, name = _split_name(actual, node.db)
         replacement = exp.Table(
             this=exp.to_identifier(f"snapshot_id_{snapshot}", quoted=True),
-            db=exp.to_identifier(node.name.lower(), quoted=True),
-            catalog=exp.to_identifier(node.db.lower(), quoted=True),
+            db=exp.to_identifier(name, quoted=True),
+            catalog=exp.to_identifier(namespace, quoted=True),
             alias=node.args.get("alias") or exp.TableAlias(this=exp.to_identifier(node.name, quoted=True)),
         )
         return replacement
 
     return tree.transform(visit).sql(dialect="spark")
+
+
+def _split_name(qualified_name: str, namespace_hint: str) -> tuple[str, str]:
+    """``namespace.table`` as recorded in a checkpoint; the namespace is the hint's length (it may hold dots)."""
+    namespace = qualified_name[: len(namespace_hint)]
+    return namespace, qualified_name[len(namespace_hint) + 1 :]
 
 
 def as_of_sql(spark, settings: Settings, sql: str, tso: int, changefeed: Optional[str] = None) -> str:

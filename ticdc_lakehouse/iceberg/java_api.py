@@ -77,6 +77,23 @@ class JavaIceberg:
     def list_namespaces(self) -> list[str]:
         return [str(ns.level(0)) for ns in self.catalog.listNamespaces()]
 
+    def find_namespace(self, name: str) -> Optional[str]:
+        """The existing namespace whose name equals ``name`` ignoring case (TiDB names are case-insensitive)."""
+        if self.namespace_exists(name):
+            return name
+        lowered = name.lower()
+        return next((ns for ns in self.list_namespaces() if ns.lower() == lowered), None)
+
+    def resolve(self, schema: str, table: str) -> tuple[str, str]:
+        """The Iceberg (namespace, table) for an upstream name: an existing one matched ignoring case, else the
+        upstream spelling as it is (so the lake shows the names as upstream created them)."""
+        namespace = self.find_namespace(schema) or schema
+        if self.namespace_exists(namespace) and not self.table_exists(namespace, table):
+            lowered = table.lower()
+            match = next((t for t in self.list_tables(namespace) if t.lower() == lowered), None)
+            return namespace, match or table
+        return namespace, table
+
     def table_exists(self, namespace: str, table: str) -> bool:
         return bool(self.catalog.tableExists(self.identifier(namespace, table)))
 

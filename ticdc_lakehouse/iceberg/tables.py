@@ -1,7 +1,7 @@
 """Target tables: naming, describing, creating and committing watermarks.
 
-Upstream ``schema.table`` becomes Iceberg ``<catalog>.<schema>.<table>``, lower-cased like TiDB's own
-case-insensitive names. Every column keeps the upstream name and carries its MySQL type as the Iceberg field doc,
+Upstream ``schema.table`` becomes Iceberg ``<catalog>.<schema>.<table>`` spelled as upstream created it; later
+events find it ignoring case, as TiDB does. Every column keeps the upstream name and carries its MySQL type as the Iceberg field doc,
 so ENUM elements, unsignedness and precision survive into the lake and drive later type decisions.
 """
 
@@ -36,12 +36,7 @@ def quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def iceberg_name(schema: str, table: str) -> tuple[str, str]:
-    return schema.lower(), table.lower()
-
-
-def qualified(catalog: str, schema: str, table: str) -> str:
-    namespace, name = iceberg_name(schema, table)
+def qualified(catalog: str, namespace: str, name: str) -> str:
     return f"{quote(catalog)}.{quote(namespace)}.{quote(name)}"
 
 
@@ -81,7 +76,7 @@ def descriptor_of_doc(doc: Optional[str]) -> Optional[str]:
 
 
 def describe(ji: JavaIceberg, schema: str, table: str) -> TargetTable:
-    namespace, name = iceberg_name(schema, table)
+    namespace, name = ji.resolve(schema, table)
     if not ji.table_exists(namespace, name):
         return TargetTable(namespace, name)
     jtable = ji.load(namespace, name)
@@ -129,7 +124,7 @@ def create_table(
     """
     from ticdc_lakehouse.mysql_types import column_doc, iceberg_type, parse_type
 
-    namespace, name = iceberg_name(table_schema.schema, table_schema.table)
+    namespace, name = ji.resolve(table_schema.schema, table_schema.table)
     ji.create_namespace(namespace)
     keys = [k for k in table_schema.primary_key]
     key_set = {k.lower() for k in keys}

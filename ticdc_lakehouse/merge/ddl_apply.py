@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Iterable
 from ticdc_lakehouse import ddl_parse as dp
 from ticdc_lakehouse.events_arrow import table_schema_from_json
 from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY
-from ticdc_lakehouse.iceberg.tables import CHANGEFEED_PROPERTY, create_table, iceberg_name
+from ticdc_lakehouse.iceberg.tables import create_table
 from ticdc_lakehouse.merge.plan import DDLRecord, table_key
 from ticdc_lakehouse.mysql_types import column_doc, iceberg_type, parse_type, widening
 
@@ -77,8 +77,8 @@ def tables_blocked(ctx: "RunContext", record: DDLRecord) -> list[tuple[str, str]
 
 
 def _tables_in_schema(ctx: "RunContext", schema: str) -> list[tuple[str, str]]:
-    namespace = schema.lower()
-    return [(namespace, name) for name in ctx.ji.list_tables(namespace)]
+    namespace = ctx.ji.find_namespace(schema)
+    return [(namespace, name) for name in ctx.ji.list_tables(namespace)] if namespace else []
 
 
 def apply_ddl(ctx: "RunContext", record: DDLRecord) -> None:
@@ -132,7 +132,8 @@ def _apply_change(ctx: "RunContext", record: DDLRecord, change) -> bool:
     ts = record.commit_ts
     ji = ctx.ji
     if isinstance(change, dp.CreateSchema):
-        ji.create_namespace(change.schema.lower())
+        if ji.find_namespace(change.schema) is None:
+            ji.create_namespace(change.schema)
         return True
     if isinstance(change, dp.DropSchema):
         for schema, table in _tables_in_schema(ctx, change.schema):
@@ -140,8 +141,9 @@ def _apply_change(ctx: "RunContext", record: DDLRecord, change) -> bool:
             if target.exists and target.watermark < ts:
                 ji.drop_table(target.namespace, target.name)
                 ctx.forget(schema, table)
-        if not ji.list_tables(change.schema.lower()):
-            ji.drop_namespace(change.schema.lower())
+        namespace = ji.find_namespace(change.schema)
+        if namespace is not None and not ji.list_tables(namespace):
+            ji.drop_namespace(namespace)
         return True
     if isinstance(change, dp.CreateTable):
         return _create(ctx, record, change.table)
@@ -278,8 +280,9 @@ def _rename(ctx: "RunContext", record: DDLRecord, change) -> bool:
     if old.exists and old.watermark < ts:
         if new.exists:
             raise CannotApply(f"RENAME: target {change.new_schema}.{change.new_table} already exists in the lake")
-        ctx.ji.create_namespace(new.namespace)
-        ctx.ji.rename_table(old.namespace, old.name, new.namespace, new.name)
+        namespace = ctx.ji.find_namespace(change.new_schema) or change.new_schema
+        ctx.ji.create_namespace(namespace)
+        ctx.ji.rename_table(old.namespace, old.name, namespace, change.new_table)
     elif not new.exists:
         raise CannotApply(f"RENAME: source {change.old_schema}.{change.old_table} does not exist in the lake")
     ctx.forget(change.old_schema, change.old_table)
@@ -324,4 +327,4 @@ def apply_resolutions(ctx: "RunContext", resolutions: Iterable["HaltedTable"]) -
             ctx.target(halt.schema, halt.table, refresh=True)
 
 
-__all__ = ["apply_ddl", "apply_bootstrap", "apply_resolutions", "tables_blocked", "CHANGEFEED_PROPERTY", "iceberg_name"]
+__all__ = ["apply_ddl", "apply_bootstrap", "apply_resolutions", "tables_blocked"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+from contextlib import nullcontext
 import shutil
 import time
 import uuid
@@ -33,7 +34,6 @@ from ticdc_lakehouse.iceberg.tables import (
     TargetTable,
     create_table,
     describe,
-    iceberg_name,
     schema_from_row_types,
 )
 from ticdc_lakehouse.merge import ddl_apply
@@ -101,6 +101,8 @@ class RunContext:
     run_id: str
     halted: dict[TableKey, int]
     row_stats: dict[TableKey, dict[str, Any]]
+    barriers: list[int] = field(default_factory=list)  # the run's DDL commit ts, sorted
+    interval_rows: dict[TableKey, dict[int, int]] = field(default_factory=dict)  # rows per barrier interval
     tables: dict[TableKey, TargetTable] = field(default_factory=dict)
     report: Optional[MergeReport] = None
     resolved_mode: bool = True
@@ -145,7 +147,7 @@ class RunContext:
         stats = self.row_stats.get(key)
         after_ts = None if self.resolved_mode else -1
         lower = target.watermark if after_ts is None else after_ts
-        has_rows = bool(stats) and stats["max_ts"] > lower and stats["min_ts"] <= upto_ts
+        has_rows = self.has_rows(key, lower, upto_ts) if stats else False
         if self.resolved_mode and upto_ts <= target.watermark:
             return
         result = flush_table(
@@ -154,6 +156,22 @@ class RunContext:
         )
         if result.merged and self.report is not None and result.table not in self.report.tables_merged:
             self.report.tables_merged.append(result.table)
+
+    def has_rows(self, key: TableKey, lower: int, upto_ts: int) -> bool:
+        """Whether the table may have rows with ``lower < commit_ts <= upto_ts``: exact at DDL barriers, so a
+        barrier with nothing before it costs no MERGE."""
+        stats = self.row_stats.get(key)
+        if not stats or stats["max_ts"] <= lower or stats["min_ts"] > upto_ts:
+            return False
+        counts = self.interval_rows.get(key)
+        if counts is None:
+            return True
+        bounds = [-(1 << 63)] + self.barriers + [1 << 63]
+        for index, count in counts.items():
+            start, end = bounds[index], bounds[index + 1] - 1  # interval [barrier_i, barrier_i+1)
+            if count and max(start, lower + 1) <= min(end, upto_ts):
+                return True
+        return False
 
     def create_from_rows(self, schema: str, table: str) -> Optional[TargetTable]:
         """A table with rows but no CREATE TABLE seen: create it from the rows' column types, if they have them."""
@@ -242,8 +260,12 @@ def run_merge(
     protocol: Optional[str] = None,
     stop_ts: Optional[int] = None,
     progress: Optional[Callable[[str], None]] = None,
+    take_lock: bool = True,
 ) -> MergeReport:
-    """Merge everything landed for ``changefeed`` up to its global resolved ts (see module doc)."""
+    """Merge everything landed for ``changefeed`` up to its global resolved ts (see module doc).
+
+    ``take_lock=False`` when the caller already holds the changefeed lock (taken before Spark starts, so a
+    second merge fails in a second, not after a JVM start)."""
     from ticdc_lakehouse.landing.segments import known_partitions, landed_topics, list_segments
     from ticdc_lakehouse.locks import changefeed_lock
 
@@ -251,7 +273,8 @@ def run_merge(
     cf = settings.changefeed(changefeed)
     protocol = protocol or cf.protocol
     say = progress or (lambda message: log.info(message))
-    with changefeed_lock(settings, cf.name), callback_session(spark):
+    lock = changefeed_lock(settings, cf.name) if take_lock else nullcontext()
+    with lock, callback_session(spark):
         state = StateStore(spark, settings.catalog_name)
         checkpoint = state.latest_checkpoint(cf.name)
         run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
@@ -324,6 +347,9 @@ def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, even
         state=state, events=events, run_id=report.run_id, halted=halted, row_stats=stats.rows,
         report=report, resolved_mode=resolved_mode,
     )
+    ctx.barriers = sorted({d.commit_ts for d in plan.ddls})
+    if ctx.barriers:
+        ctx.interval_rows = _rows_per_interval(events, ctx.barriers)
     ddl_apply.apply_resolutions(ctx, [h for h in halts if h.resolution])
     for bootstrap in plan.bootstraps:
         ddl_apply.apply_bootstrap(ctx, bootstrap)
@@ -345,7 +371,7 @@ def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, even
     cut_tables: dict[str, Optional[int]] = {}
     for name in sorted(tables | {f"{k[0]}.{k[1]}" for k in ctx.tables}):
         schema, _, table = name.partition(".")
-        namespace, tname = iceberg_name(schema, table)
+        namespace, tname = ctx.ji.resolve(schema, table)
         if ctx.ji.table_exists(namespace, tname):
             snapshot = ctx.ji.load(namespace, tname).currentSnapshot()
             cut_tables[f"{namespace}.{tname}"] = snapshot.snapshotId() if snapshot is not None else None
@@ -367,6 +393,23 @@ def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, even
         tag_cut(spark, settings, cut, cut_tables)
     report.resolved_ts = max(cut, checkpoint.resolved_ts)
     say(f"{changefeed}: committed cut {report.resolved_ts} to {len(cut_tables)} table(s)")
+
+
+def _rows_per_interval(events, barriers: list[int]) -> dict[TableKey, dict[int, int]]:
+    """Row counts per table and per interval between the run's DDL barriers (one small aggregate)."""
+    from pyspark.sql import functions as F
+
+    bounds = "array(" + ", ".join(f"{int(b)}L" for b in barriers) + ")"
+    interval = F.expr(f"size(filter({bounds}, b -> b <= commit_ts))").alias("interval")
+    grouped = (
+        events.filter(F.col("kind") == "row")
+        .groupBy(F.lower("schema_name").alias("s"), F.lower("table_name").alias("t"), interval)
+        .count()
+    )
+    result: dict[TableKey, dict[int, int]] = {}
+    for r in grouped.collect():
+        result.setdefault((r["s"], r["t"]), {})[r["interval"]] = r["count"]
+    return result
 
 
 def _first_unapplied(events, ctx: RunContext, bound: int, cut: int) -> dict:
