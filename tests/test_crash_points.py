@@ -47,6 +47,7 @@ def _workload() -> Workload:
         workload.transaction(3)
         if i == 5:
             workload.add_column("orders", "discount", "decimal(5,2)")
+            workload.rename_table("order_items", "order_lines")
         if i % 3 == 2:
             workload.resolve()
     workload.replay_tail(0, 3)

@@ -69,7 +69,11 @@ def _cell(value: Any) -> str:
     rendered = json_value(value)
     if isinstance(rendered, (dict, list)):
         return json.dumps(rendered, ensure_ascii=False)
-    return str(rendered)
+    text = str(rendered)
+    if any(ch < " " for ch in text):  # a tab or newline in a value must not break the grid
+        text = text.encode("unicode_escape").decode("ascii") if text.isascii() else "".join(
+            ch.encode("unicode_escape").decode("ascii") if ch < " " else ch for ch in text)
+    return text
 
 
 def table_text(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

@@ -282,7 +282,8 @@ def _table_row(ji, name: str, cut_snapshot: Optional[int], halted: bool) -> dict
         "watermark_time": tso_time(watermark),
         "watermark_snapshot_id": snapshot_id,
         "snapshot_id": int(current.snapshotId()) if current is not None else None,
-        "records": int(summary["total-records"]) if "total-records" in summary else None,
+        # rows in data files, before merge-on-read deletes apply (from the snapshot summary: no scan needed)
+        "file_records": int(summary["total-records"]) if "total-records" in summary else None,
         "data_files": int(summary["total-data-files"]) if "total-data-files" in summary else None,
         "delete_files": int(summary["total-delete-files"]) if "total-delete-files" in summary else None,
     })
@@ -492,10 +493,10 @@ def _render_changefeed(feed: Mapping[str, Any]) -> list[str]:
                    f"[{loss.get('start')}, {loss.get('end')}): {loss.get('reason')}")
     if feed["tables"]:
         out.append(_grid(
-            ["table", "watermark", "watermark time (UTC)", "watermark snapshot", "current snapshot", "records",
+            ["table", "watermark", "watermark time (UTC)", "watermark snapshot", "current snapshot", "rows in files",
              "data files", "delete files", "state"],
             [[t["table"], t.get("watermark"), _time_text(t.get("watermark_time")).replace(" UTC", ""),
-              t.get("watermark_snapshot_id"), t.get("snapshot_id"), t.get("records"), t.get("data_files"),
+              t.get("watermark_snapshot_id"), t.get("snapshot_id"), t.get("file_records"), t.get("data_files"),
               t.get("delete_files"), "HALTED" if t["halted"] else ("ok" if t["exists"] else "missing")]
              for t in feed["tables"]],
         ))

@@ -12,7 +12,7 @@ wait in the landed segments, the reason shows in ``lakehouse status``, other tab
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Optional
 
 from ticdc_lakehouse import ddl_parse as dp
 from ticdc_lakehouse.events_arrow import table_schema_from_json
@@ -54,6 +54,60 @@ def _touched(change) -> list[tuple[str, str]]:
     return [(schema, table)] if schema and table else []
 
 
+#: dropped tables are moved here, not deleted: their data stays for old cuts until maintenance purges them,
+#: and their presence proves the DROP was applied (a rerun must not apply older DDL to a re-created table)
+DROPPED_NAMESPACE = "_lakehouse_dropped"
+
+
+def dropped_name(schema: str, table: str, ts: int) -> str:
+    return f"{schema}__{table}__{ts}"
+
+
+def drop_to_graveyard(ctx: "RunContext", target, schema: str, table: str, ts: int) -> None:
+    ctx.ji.create_namespace(DROPPED_NAMESPACE)
+    ctx.ji.rename_table(target.namespace, target.name, DROPPED_NAMESPACE, dropped_name(schema.lower(), table.lower(), ts))
+    ctx.forget(schema, table)
+    ctx.gone[table_key(schema, table)] = ts
+
+
+def removals(records: Iterable[DDLRecord]) -> dict[tuple[str, str], list[tuple[int, Optional[tuple[str, str]]]]]:
+    """Per table, this run's DDLs that drop it (new name None) or rename it away: (commit ts, new name)."""
+    result: dict[tuple[str, str], list[tuple[int, Optional[tuple[str, str]]]]] = {}
+    for record in records:
+        try:
+            changes = changes_of(record)
+        except Exception:  # noqa: BLE001 - unparsable: it removes nothing
+            continue
+        for change in changes:
+            if isinstance(change, dp.RenameTable):
+                key = table_key(change.old_schema, change.old_table)
+                result.setdefault(key, []).append((record.commit_ts, (change.new_schema, change.new_table)))
+            elif isinstance(change, dp.DropTable):
+                result.setdefault(table_key(change.schema, change.table), []).append((record.commit_ts, None))
+            elif isinstance(change, dp.DropSchema):
+                result.setdefault((change.schema.lower(), "*"), []).append((record.commit_ts, None))
+    return result
+
+
+def removal_applied(ctx: "RunContext", schema: str, table: str, ts: int, depth: int = 0) -> bool:
+    """Was a later DROP or RENAME of this table (in this run) applied before, by a run that then crashed?"""
+    candidates = ctx.removals.get(table_key(schema, table), []) + ctx.removals.get((schema.lower(), "*"), [])
+    for later, new_name in candidates:
+        if later <= ts:
+            continue
+        if new_name is None:
+            graveyard = dropped_name(schema.lower(), table.lower(), later)
+            if ctx.ji.table_exists(DROPPED_NAMESPACE, graveyard):
+                return True
+        else:
+            renamed = ctx.target(new_name[0], new_name[1], refresh=True)
+            if renamed.exists and renamed.watermark >= later:
+                return True
+            if depth < 8 and not renamed.exists and removal_applied(ctx, new_name[0], new_name[1], later, depth + 1):
+                return True
+    return False
+
+
 def tables_blocked(ctx: "RunContext", record: DDLRecord) -> list[tuple[str, str]]:
     """Tables whose rows below the DDL's ts must be merged before it is applied (the DDL barrier)."""
     try:
@@ -92,12 +146,15 @@ def apply_ddl(ctx: "RunContext", record: DDLRecord) -> None:
             log.error("cannot parse DDL at %s (%s): %s", record.commit_ts, record.query, exc)
         return
     applied = False
-    for change in changes:
-        targets = _touched(change)
+    for group in _group_alters(changes):
+        targets = _touched(group[0])
         if any(table_key(s, t) in ctx.halted and ctx.halted[table_key(s, t)] <= record.commit_ts for s, t in targets):
             continue
         try:
-            applied |= _apply_change(ctx, record, change)
+            if isinstance(group[0], ALTER_CHANGES):
+                applied |= _alter_table(ctx, record, group)
+            else:
+                applied |= _apply_change(ctx, record, group[0])
         except CannotApply as exc:
             schema, table = targets[0] if targets else (record.schema, record.table)
             ctx.halt(schema, table, record.commit_ts, record.query, str(exc))
@@ -106,6 +163,24 @@ def apply_ddl(ctx: "RunContext", record: DDLRecord) -> None:
             ctx.halt(schema, table, record.commit_ts, record.query, f"{type(exc).__name__}: {_short(exc)}")
     if applied and ctx.report is not None:
         ctx.report.ddls_applied.append(f"{record.commit_ts}: {record.query}")
+
+
+#: changes of one existing table's columns: all of one statement commit together, with the watermark
+ALTER_CHANGES = (dp.AddColumn, dp.DropColumn, dp.RenameColumn, dp.ModifyColumn, dp.SetDefault, dp.MetadataOnly,
+                 dp.Unsupported)
+
+
+def _group_alters(changes: list) -> list[list]:
+    """Consecutive column changes of one table form one group (one ALTER TABLE with several clauses is one
+    atomic Iceberg commit at its ts); every other change stands alone."""
+    groups: list[list] = []
+    for change in changes:
+        if (isinstance(change, ALTER_CHANGES) and groups and isinstance(groups[-1][0], ALTER_CHANGES)
+                and table_key(change.schema, change.table) == table_key(groups[-1][0].schema, groups[-1][0].table)):
+            groups[-1].append(change)
+        else:
+            groups.append([change])
+    return groups
 
 
 def _short(exc: Exception) -> str:
@@ -139,8 +214,7 @@ def _apply_change(ctx: "RunContext", record: DDLRecord, change) -> bool:
         for schema, table in _tables_in_schema(ctx, change.schema):
             target = ctx.target(schema, table, refresh=True)
             if target.exists and target.watermark < ts:
-                ji.drop_table(target.namespace, target.name)
-                ctx.forget(schema, table)
+                drop_to_graveyard(ctx, target, change.schema, table, ts)
         namespace = ji.find_namespace(change.schema)
         if namespace is not None and not ji.list_tables(namespace):
             ji.drop_namespace(namespace)
@@ -161,20 +235,19 @@ def _apply_change(ctx: "RunContext", record: DDLRecord, change) -> bool:
     if isinstance(change, dp.DropTable):
         target = ctx.target(change.schema, change.table, refresh=True)
         if target.exists and target.watermark < ts:
-            ji.drop_table(target.namespace, target.name)
-        ctx.forget(change.schema, change.table)
+            drop_to_graveyard(ctx, target, change.schema, change.table, ts)
+        else:
+            ctx.gone[table_key(change.schema, change.table)] = ts
         return True
-    # the rest change one existing table, atomically with its watermark
-    target = ctx.target(change.schema, change.table, refresh=True)
-    if not target.exists:
-        if isinstance(change, (dp.MetadataOnly,)):
-            return False
-        raise CannotApply(f"table {change.schema}.{change.table} does not exist in the lake")
-    if target.watermark >= ts:
-        return False  # applied before (a rerun, or a DDL replay)
-    jtable = ji.load(target.namespace, target.name)
-    tx = jtable.newTransaction()
     if isinstance(change, dp.TruncateTable):
+        target = ctx.target(change.schema, change.table, refresh=True)
+        if not target.exists:
+            if removal_applied(ctx, change.schema, change.table, ts):
+                return False
+            raise CannotApply(f"table {change.schema}.{change.table} does not exist in the lake")
+        if target.watermark >= ts:
+            return False
+        tx = ji.load(target.namespace, target.name).newTransaction()
         always = ctx.spark._jvm.org.apache.iceberg.expressions.Expressions.alwaysTrue()
         delete = tx.newDelete().deleteFromRowFilter(always)
         for key, value in _summary(ctx, record).items():
@@ -183,11 +256,83 @@ def _apply_change(ctx: "RunContext", record: DDLRecord, change) -> bool:
         tx.commitTransaction()
         target.watermark = ts
         return True
-    _schema_change(ctx, tx, target, change)
-    ji.commit_marker(tx, _summary(ctx, record))
-    tx.commitTransaction()
-    ctx.target(change.schema, change.table, refresh=True)
+    raise CannotApply(f"unhandled change {type(change).__name__}")
+
+
+def _alter_table(ctx: "RunContext", record: DDLRecord, changes: list) -> bool:
+    """All column changes of one statement on one table: one transaction with the watermark snapshot.
+
+    A column added with a default (or NOT NULL, whose implicit default MySQL uses) holds that value in every
+    existing upstream row: the lake fills it with an UPDATE that carries the watermark instead, so a crash
+    between the schema change and the fill re-runs the fill (the column already exists, the watermark is older).
+    """
+    ts = record.commit_ts
+    first = changes[0]
+    target = ctx.target(first.schema, first.table, refresh=True)
+    if not target.exists:
+        if all(isinstance(c, dp.MetadataOnly) for c in changes) or removal_applied(ctx, first.schema, first.table, ts):
+            return False
+        raise CannotApply(f"table {first.schema}.{first.table} does not exist in the lake")
+    if target.watermark >= ts:
+        return False  # applied before (a rerun, or a DDL replay)
+    jtable = ctx.ji.load(target.namespace, target.name)
+    tx = jtable.newTransaction()
+    fills: list[tuple[str, str]] = []
+    for change in changes:
+        fill = _schema_change(ctx, tx, target, change)
+        if fill is not None:
+            fills.append(fill)
+    if not fills:
+        ctx.ji.commit_marker(tx, _summary(ctx, record))
+        tx.commitTransaction()
+    else:
+        tx.commitTransaction()
+        _fill_defaults(ctx, target, fills, _summary(ctx, record))
+    ctx.target(first.schema, first.table, refresh=True)
     return True
+
+
+def _fill_defaults(ctx: "RunContext", target, fills: list[tuple[str, str]], summary: dict[str, str]) -> None:
+    from ticdc_lakehouse.iceberg.commit import run_with_snapshot_properties
+    from ticdc_lakehouse.iceberg.java_api import watermark_of
+    from ticdc_lakehouse.iceberg.tables import qualified, quote
+
+    table = qualified(ctx.settings.catalog_name, target.namespace, target.name)
+    assignments = ", ".join(f"{quote(c)} = coalesce({quote(c)}, {value})" for c, value in fills)
+    condition = " OR ".join(f"{quote(c)} IS NULL" for c, _ in fills)
+    statement = f"UPDATE {table} SET {assignments} WHERE {condition}"
+    run_with_snapshot_properties(ctx.spark, summary, lambda: ctx.spark.sql(statement))
+    jtable = ctx.ji.load(target.namespace, target.name)
+    if watermark_of(jtable) < int(summary[RESOLVED_TS_PROPERTY]):
+        ctx.ji.commit_marker(jtable, summary)  # nothing to fill (an empty table)
+
+
+_EXPRESSION_DEFAULT = ("current_timestamp", "now(", "localtime", "curdate", "curtime", "uuid", "rand(", "(")
+
+
+def default_fill(mysql, column) -> Optional[str]:
+    """The SQL literal existing rows take for a newly added column, or None (NULL, or an expression such as
+    CURRENT_TIMESTAMP whose value upstream is not known here)."""
+    from ticdc_lakehouse.merge.changes import sql_string
+
+    spark_type = iceberg_type(mysql)
+    text = column.default
+    if text is None:
+        if column.nullable:
+            return None
+        if spark_type in ("int", "bigint", "float", "double") or spark_type.startswith("decimal"):
+            text = "0"
+        elif spark_type == "string" and mysql.base not in ("enum", "set", "json"):
+            text = ""
+        elif mysql.base == "enum" and mysql.elements:
+            text = mysql.elements[0]
+        else:
+            return None
+    elif text.strip().lower().startswith(_EXPRESSION_DEFAULT) or mysql.base in ("bit",):
+        return None
+    if spark_type == "binary":
+        return None
+    return f"CAST({sql_string(text)} AS {spark_type})"
 
 
 def _descriptor(column) -> str:
@@ -197,38 +342,48 @@ def _descriptor(column) -> str:
     return {"int": "int", "bigint": "bigint", "string": "text", "binary": "blob"}.get(column.spark_type, column.spark_type)
 
 
-def _schema_change(ctx: "RunContext", tx, target, change) -> None:
-    """One schema change inside the table's transaction."""
+def _schema_change(ctx: "RunContext", tx, target, change) -> Optional[tuple[str, str]]:
+    """One schema change inside the table's transaction; keeps ``target``'s column list in step so later
+    clauses of the same statement see earlier ones. Returns (column, SQL literal) to fill existing rows with."""
+    from ticdc_lakehouse.merge.changes import TargetColumn
+
     ji = ctx.ji
     if isinstance(change, dp.MetadataOnly) or isinstance(change, dp.SetDefault):
-        return  # recorded by the marker snapshot (tidb.ddl), no schema change
+        return None  # recorded by the marker snapshot (tidb.ddl), no schema change
     if isinstance(change, dp.Unsupported):
         raise CannotApply(change.reason)
     update = tx.updateSchema().caseSensitive(False)
     if isinstance(change, dp.AddColumn):
         column = change.column
-        if target.column(column.name) is not None:
-            return  # already there (table inferred from rows that had it)
         mysql = parse_type(column.mysql_type)
+        fill = default_fill(mysql, column)
+        if target.column(column.name) is not None:
+            return (column.name, fill) if fill else None  # already there (a rerun before the fill, or inferred)
         update = update.addColumn(column.name, ji.type_of(iceberg_type(mysql)), column_doc(mysql, column.comment))
         if change.first:
             update = update.moveFirst(column.name)
         elif change.after:
             update = update.moveAfter(column.name, change.after)
+        update.commit()
+        target.columns.append(TargetColumn(column.name, iceberg_type(mysql), mysql.descriptor()))
+        return (column.name, fill) if fill else None
     elif isinstance(change, dp.DropColumn):
         existing = target.column(change.name)
         if existing is None:
-            return
+            return None
         if existing in target.keys and len(target.keys) < len(target.columns):
             raise CannotApply(f"cannot drop primary-key column {change.name!r} (an Iceberg identifier field)")
         update = update.deleteColumn(existing.name)
+        target.columns.remove(existing)
     elif isinstance(change, dp.RenameColumn):
         existing = target.column(change.old)
         if existing is None:
             if target.column(change.new) is not None:
-                return
+                return None
             raise CannotApply(f"column {change.old!r} does not exist")
         update = update.renameColumn(existing.name, change.new)
+        index = target.columns.index(existing)
+        target.columns[index] = TargetColumn(change.new, existing.spark_type, existing.mysql_type)
     elif isinstance(change, dp.ModifyColumn):
         existing = target.column(change.name)
         if existing is None:
@@ -249,13 +404,18 @@ def _schema_change(ctx: "RunContext", tx, target, change) -> None:
         update = update.updateColumnDoc(existing.name, column_doc(new_type, change.column.comment))
         if change.column.name and change.column.name != existing.name:
             update = update.renameColumn(existing.name, change.column.name)
+        index = target.columns.index(existing)
+        target.columns[index] = TargetColumn(change.column.name or existing.name, new_spark, new_type.descriptor())
     else:
         raise CannotApply(f"unhandled schema change {type(change).__name__}")
     update.commit()
+    return None
 
 
 def _create(ctx: "RunContext", record: DDLRecord, table_schema) -> bool:
     target = ctx.target(table_schema.schema, table_schema.table, refresh=True)
+    if not target.exists and removal_applied(ctx, table_schema.schema, table_schema.table, record.commit_ts):
+        return False  # created, then dropped or renamed away, before (a rerun re-reads the whole sequence)
     if target.exists:
         if target.watermark >= record.commit_ts:
             return False
@@ -276,6 +436,7 @@ def _rename(ctx: "RunContext", record: DDLRecord, change) -> bool:
     old = ctx.target(change.old_schema, change.old_table, refresh=True)
     new = ctx.target(change.new_schema, change.new_table, refresh=True)
     if new.exists and new.watermark >= ts:
+        ctx.gone[table_key(change.old_schema, change.old_table)] = ts
         return False
     if old.exists and old.watermark < ts:
         if new.exists:
@@ -284,8 +445,12 @@ def _rename(ctx: "RunContext", record: DDLRecord, change) -> bool:
         ctx.ji.create_namespace(namespace)
         ctx.ji.rename_table(old.namespace, old.name, namespace, change.new_table)
     elif not new.exists:
+        if removal_applied(ctx, change.new_schema, change.new_table, ts):
+            ctx.gone[table_key(change.old_schema, change.old_table)] = ts
+            return False
         raise CannotApply(f"RENAME: source {change.old_schema}.{change.old_table} does not exist in the lake")
     ctx.forget(change.old_schema, change.old_table)
+    ctx.gone[table_key(change.old_schema, change.old_table)] = ts
     renamed = ctx.target(change.new_schema, change.new_table, refresh=True)
     jtable = ctx.ji.load(renamed.namespace, renamed.name)
     tx = jtable.newTransaction()

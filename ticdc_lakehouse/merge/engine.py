@@ -103,6 +103,9 @@ class RunContext:
     row_stats: dict[TableKey, dict[str, Any]]
     barriers: list[int] = field(default_factory=list)  # the run's DDL commit ts, sorted
     interval_rows: dict[TableKey, dict[int, int]] = field(default_factory=dict)  # rows per barrier interval
+    gone: dict[TableKey, int] = field(default_factory=dict)  # dropped or renamed away in this run, at this ts
+    removals: dict[TableKey, list] = field(default_factory=dict)  # this run's DROP/RENAME-away per table
+    pending: set[TableKey] = field(default_factory=set)  # tables with rows but no schema yet (kept for later)
     tables: dict[TableKey, TargetTable] = field(default_factory=dict)
     report: Optional[MergeReport] = None
     resolved_mode: bool = True
@@ -141,7 +144,10 @@ class RunContext:
         if not target.exists:
             if not create_missing:
                 return
-            target = self.create_from_rows(schema, table)
+            since = self.gone.get(key)
+            if since is not None and not self.has_rows(key, since, upto_ts):
+                return  # its rows were merged before it was dropped or renamed away
+            target = self.create_from_rows(schema, table, since or 0)
             if target is None:
                 return
         stats = self.row_stats.get(key)
@@ -173,16 +179,18 @@ class RunContext:
                 return True
         return False
 
-    def create_from_rows(self, schema: str, table: str) -> Optional[TargetTable]:
+    def create_from_rows(self, schema: str, table: str, since: int = 0) -> Optional[TargetTable]:
         """A table with rows but no CREATE TABLE seen: create it from the rows' column types, if they have them."""
         stats = self.row_stats.get(table_key(schema, table))
         if not stats or not stats.get("column_types"):
-            if stats and self.report is not None:
-                self.report.pending_tables.append(f"{schema}.{table}")
+            if stats:
+                self.pending.add(table_key(schema, table))
+                if self.report is not None:
+                    self.report.pending_tables.append(f"{schema}.{table}")
             return None
         table_schema = schema_from_row_types(stats["schema"], stats["table"], stats["column_types"], stats["key_columns"])
         create_table(
-            self.ji, table_schema, self.changefeed, 0,
+            self.ji, table_schema, self.changefeed, since,
             self.settings.table_option(schema, table, "write_mode", "merge-on-read"),
             int(self.settings.table_option(schema, table, "bucket_count", 16)),
             self.summary(**{"tidb.created-from": "row-types"}),
@@ -347,6 +355,7 @@ def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, even
         state=state, events=events, run_id=report.run_id, halted=halted, row_stats=stats.rows,
         report=report, resolved_mode=resolved_mode,
     )
+    ctx.removals = ddl_apply.removals(plan.ddls)
     ctx.barriers = sorted({d.commit_ts for d in plan.ddls})
     if ctx.barriers:
         ctx.interval_rows = _rows_per_interval(events, ctx.barriers)
@@ -418,8 +427,7 @@ def _first_unapplied(events, ctx: RunContext, bound: int, cut: int) -> dict:
     from pyspark.sql import functions as F
 
     unapplied = F.col("commit_ts") > bound
-    pending = [key for key, stats in ctx.row_stats.items() if not ctx.target(stats["schema"], stats["table"]).exists]
-    for schema, table in pending:
+    for schema, table in sorted(ctx.pending):
         unapplied = unapplied | (
             (F.col("kind") == "row") & (F.lower("schema_name") == schema) & (F.lower("table_name") == table)
         )
