@@ -27,6 +27,7 @@ ICEBERG_SHADED_JACKSON_CLASS = "org/apache/iceberg/shaded/com/fasterxml/jackson/
 DEBIAN_JAR_DIR = Path("/usr/share/java")
 DEBIAN_JNI_DIR = Path("/usr/lib/x86_64-linux-gnu/jni")
 SQLITE_JARS = ("sqlite-jdbc.jar", "xerial-sqlite-jdbc.jar")
+PROJECT_LOG4J = Path(__file__).resolve().parent.parent / "conf" / "log4j2.properties"
 POSTGRES_JARS = ("postgresql.jar",)
 
 
@@ -114,7 +115,10 @@ def spark_plan(settings: Settings, app_name: Optional[str] = None) -> SparkPlan:
     jars = (str(iceberg_runtime_jar()), str(required), *map(str, others))
     spark = settings.spark
     prefix = f"spark.sql.catalog.{catalog}"
+    log_config = PROJECT_LOG4J if PROJECT_LOG4J.is_file() else None
     java_opts = f"-Djava.library.path={DEBIAN_JNI_DIR} -Dorg.sqlite.lib.path={DEBIAN_JNI_DIR} -Dorg.sqlite.lib.name=libsqlitejdbc.so"
+    if log_config is not None:
+        java_opts += f" -Dlog4j2.configurationFile={log_config.as_uri()}"
     conf: dict[str, str] = {
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         prefix: "org.apache.iceberg.spark.SparkCatalog",
@@ -164,6 +168,8 @@ def get_spark(settings: Settings, app_name: Optional[str] = None) -> "SparkSessi
     if plan.conf[f"spark.sql.catalog.{settings.catalog_name}.uri"].startswith("jdbc:sqlite:"):
         Path(settings.catalog_uri[len("jdbc:sqlite:"):]).parent.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON") or _python())
+    if plan.master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
