@@ -12,7 +12,6 @@ environment (``LAKEHOUSE_HOME``, ``LAKEHOUSE_CONFIG``, secrets), never from the 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -30,39 +29,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def write_result(result: dict, result_file: Optional[str]) -> None:
-    text = json.dumps(result, default=str)
-    print(text, flush=True)
-    if result_file:
-        path = Path(result_file)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
-    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.job_runner import run_spark_job
     from ticdc_lakehouse.pipeline import backfill
-    from ticdc_lakehouse.spark_session import get_spark
 
-    settings = load_settings(args.config)
-    spark = get_spark(settings, args.app_name)
-
-    def progress(message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
-
-    try:
-        result = backfill(settings, Path(args.archive), changefeed=args.changefeed, protocol=args.protocol,
-                          stop_ts=args.stop_ts, progress=progress, spark=spark)
-    finally:
-        from ticdc_lakehouse.iceberg.commit import shutdown_callback_server
-
-        shutdown_callback_server(spark)
-        spark.stop()
-    write_result(result, args.result_file)
-    return 0 if result.get("ok", True) else 1
+    return run_spark_job(args, lambda settings, spark, progress: backfill(
+        settings, Path(args.archive), changefeed=args.changefeed, protocol=args.protocol, stop_ts=args.stop_ts,
+        progress=progress, spark=spark))
 
 
 if __name__ == "__main__":

@@ -13,9 +13,7 @@ mode the driver runs beside the submitting task, which reads it back for XCom.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 from typing import Optional, Sequence
 
 
@@ -30,38 +28,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def write_result(result: dict, result_file: Optional[str]) -> None:
-    text = json.dumps(result, default=str)
-    print(text, flush=True)
-    if result_file:
-        path = Path(result_file)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
-    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.job_runner import run_spark_job
     from ticdc_lakehouse.pipeline import merge
-    from ticdc_lakehouse.spark_session import get_spark
 
-    settings = load_settings(args.config)
-    spark = get_spark(settings, args.app_name)
-
-    def progress(message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
-
-    try:
-        result = merge(settings, args.changefeed, args.protocol, args.stop_ts, progress=progress, spark=spark)
-    finally:
-        from ticdc_lakehouse.iceberg.commit import shutdown_callback_server
-
-        shutdown_callback_server(spark)
-        spark.stop()
-    write_result(result, args.result_file)
-    return 0
+    return run_spark_job(args, lambda settings, spark, progress: merge(
+        settings, args.changefeed, args.protocol, args.stop_ts, progress=progress, spark=spark), fail_when_not_ok=False)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ catalog name (registered in the running session), so tests never see each other'
 from __future__ import annotations
 
 import itertools
-import os
 from pathlib import Path
 
 import pytest

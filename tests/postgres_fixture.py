@@ -8,6 +8,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,12 +31,14 @@ def _as_postgres(args: list[str]) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def postgres_url(tmp_path_factory):
+def postgres_url():
     """``(jdbc_uri, user, password)`` of a fresh database ``lake`` on a private server."""
     initdb, pg_ctl = _bin("initdb"), _bin("pg_ctl")
     if not initdb or not pg_ctl:
         pytest.skip("PostgreSQL server binaries (Debian postgresql-15) are not installed")
-    base = tmp_path_factory.mktemp("pg")
+    # the server runs as the postgres user: pytest's own tmp dirs (mode 700, root) are not reachable for it
+    base = Path(tempfile.mkdtemp(prefix="lakehouse-pg-"))
+    os.chmod(base, 0o755)
     data = base / "data"
     data.mkdir()
     if os.geteuid() == 0:
@@ -61,6 +64,7 @@ def postgres_url(tmp_path_factory):
         yield f"jdbc:postgresql://127.0.0.1:{port}/lake", "lake", "lakepw"
     finally:
         subprocess.run(_as_postgres([pg_ctl, "-D", str(data), "-m", "immediate", "stop"]), capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def postgres_available() -> bool:

@@ -429,7 +429,6 @@ def parse_type(descriptor: str, *, sql_defaults: bool = False) -> MySQLType:
         else:
             raise ValueError(f"unexpected {value!r} in MySQL type {descriptor!r}")
 
-    base = _ALIASES.get(name, (name, False))[0]
     return make_type(
         name, unsigned=unsigned, params=params, elements=elements, charset=charset, sql_defaults=sql_defaults
     )

@@ -164,9 +164,7 @@ def get_spark(settings: Settings, app_name: Optional[str] = None) -> "SparkSessi
     """Build (or reuse) the session: paid once per run, shared by every table the run touches."""
     check_pyspark_version()
     plan = spark_plan(settings, app_name)
-    settings.home.mkdir(parents=True, exist_ok=True)
-    if plan.conf[f"spark.sql.catalog.{settings.catalog_name}.uri"].startswith("jdbc:sqlite:"):
-        Path(settings.catalog_uri[len("jdbc:sqlite:"):]).parent.mkdir(parents=True, exist_ok=True)
+    prepare_local_state(settings)
     os.environ.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON") or _python())
     if plan.master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -186,9 +184,17 @@ def get_spark(settings: Settings, app_name: Optional[str] = None) -> "SparkSessi
     return spark
 
 
+def prepare_local_state(settings: Settings) -> None:
+    """Create ``LAKEHOUSE_HOME`` and the SQLite catalog's directory (the JDBC driver will not)."""
+    settings.home.mkdir(parents=True, exist_ok=True)
+    if settings.catalog_uri.startswith("jdbc:sqlite:"):
+        Path(settings.catalog_uri[len("jdbc:sqlite:"):]).parent.mkdir(parents=True, exist_ok=True)
+
+
 def use_catalog(spark, settings: Settings, plan: Optional[SparkPlan] = None) -> None:
     """Register ``settings``' catalog in a running session and make it the current catalog."""
     plan = plan or spark_plan(settings)
+    prepare_local_state(settings)
     prefix = f"spark.sql.catalog.{settings.catalog_name}"
     for key, value in plan.conf.items():
         if key.startswith(prefix):

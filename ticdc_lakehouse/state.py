@@ -215,9 +215,6 @@ class StateStore:
         )
         return before - len(self.halted(changefeed))
 
-    def resolutions(self, changefeed: str) -> list[HaltedTable]:
-        return [h for h in self.halted(changefeed, include_resolved=True) if h.resolution]
-
 
 def _escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace("'", "\\'")

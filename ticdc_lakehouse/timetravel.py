@@ -116,9 +116,8 @@ def as_of_sql(spark, settings: Settings, sql: str, tso: int, changefeed: Optiona
 
 
 def tag_cut(spark, settings: Settings, cut: int, tables: Mapping[str, Optional[int]]) -> None:
-    """Tag each table's snapshot at the cut ``tso_<cut>`` so plain Spark can read the cut, and so maintenance
-    keeps it for ``maintenance.retain_cuts_days``."""
-    days = int(settings.raw["maintenance"]["retain_cuts_days"])
+    """Tag each table's snapshot at the cut ``tso_<cut>`` so plain Spark can read the cut. No age limit on the
+    tag: ``lakehouse maintain`` decides which cuts to keep (``maintenance.retain_cuts_days``/``retain_last_cuts``)."""
     for name, snapshot in tables.items():
         if snapshot is None:
             continue
@@ -126,5 +125,5 @@ def tag_cut(spark, settings: Settings, cut: int, tables: Mapping[str, Optional[i
         target = f"{quote(settings.catalog_name)}.{quote(namespace)}.{quote(table)}"
         spark.sql(
             f"ALTER TABLE {target} CREATE OR REPLACE TAG {quote(TAG_PREFIX + str(cut))} "
-            f"AS OF VERSION {int(snapshot)} RETAIN {days} DAYS"
+            f"AS OF VERSION {int(snapshot)}"
         )

@@ -15,14 +15,12 @@ Order of work, following TiCDC's consumer:
 
 from __future__ import annotations
 
-import json
 import logging
 from contextlib import nullcontext
 import shutil
 import time
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ticdc_lakehouse.config import Settings
@@ -56,8 +54,6 @@ log = logging.getLogger(__name__)
 
 #: protocols whose TiCDC output carries no resolved ts by default: applied up to the landed end, per-key order
 PROTOCOLS_WITHOUT_RESOLVED_TS = {"avro"}
-#: cut used when a protocol has no resolved events: everything landed is applied
-UNBOUNDED_TS = (1 << 63) - 1
 
 
 def uses_resolved_ts(protocol: str, setting: str) -> bool:
@@ -217,6 +213,20 @@ class StagedStats:
     rows: dict[TableKey, dict[str, Any]]  # table -> schema/table names, rows, ts range, column types, keys
     failures: int
     max_commit_ts: int
+    events: int = 0
+
+
+def infer_precision(types: list[tuple[str, str]], sample: dict) -> list[tuple[str, str]]:
+    """Row events type DECIMAL without precision (Open Protocol, Craft); TiDB writes every value with the
+    column's scale, so a table created from rows takes the scale of a sample value and the widest precision."""
+    result = []
+    for name, descriptor in types:
+        value = sample.get(name)
+        if descriptor == "decimal" and value and "e" not in value.lower():
+            scale = len(value.split(".", 1)[1]) if "." in value else 0
+            descriptor = f"decimal(38,{min(scale, 38)})"
+        result.append((name, descriptor))
+    return result
 
 
 def staged_stats(events) -> StagedStats:
@@ -233,9 +243,11 @@ def staged_stats(events) -> StagedStats:
         F.max_by(F.col("column_types"), F.size("column_types")).alias("column_types"),
         F.max_by(F.col("column_order"), F.size("column_types")).alias("column_order"),
         F.max_by(F.col("key_columns"), F.size("column_types")).alias("key_columns"),
+        F.max_by(F.coalesce(F.col("after"), F.col("before")), F.size("column_types")).alias("sample"),
     )
     stats = StagedStats({}, {}, 0, 0)
     for r in grouped.collect():
+        stats.events += r["n"]
         kind = r["kind"]
         if kind == "resolved":
             key = (r["topic"], r["partition"])
@@ -246,7 +258,9 @@ def staged_stats(events) -> StagedStats:
             stats.max_commit_ts = max(stats.max_commit_ts, r["max_ts"] or 0)
             key = (r["s"], r["t"])
             mapping = r["column_types"] or {}
-            types = [(name, mapping[name]) for name in (r["column_order"] or []) if name in mapping]
+            types = infer_precision(
+                [(name, mapping[name]) for name in (r["column_order"] or []) if name in mapping], r["sample"] or {}
+            )
             entry = stats.rows.setdefault(key, {
                 "schema": r["schema"], "table": r["table"], "rows": 0, "min_ts": r["min_ts"], "max_ts": r["max_ts"],
                 "column_types": types, "key_columns": list(r["key_columns"] or []),
@@ -329,6 +343,7 @@ def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, even
 
     resolved_mode = uses_resolved_ts(protocol, settings.changefeed(changefeed).resolved_ts)
     stats = staged_stats(events)
+    report.events_read = stats.events
     partition_resolved = merge_resolved(checkpoint.partition_resolved, stats.resolved)
     ddl_rows = events.filter(F.col("kind") == "ddl").select(
         "commit_ts", "schema_name", "table_name", "ddl_query", "ddl_type", "topic", "partition", "offset", "seq",
@@ -434,11 +449,3 @@ def _first_unapplied(events, ctx: RunContext, bound: int, cut: int) -> dict:
     frame = events.filter(F.col("kind").isin("row", "ddl") & unapplied)
     grouped = frame.groupBy("topic", "partition").agg(F.min("offset").alias("first"))
     return {(r["topic"], r["partition"]): r["first"] for r in grouped.collect()}
-
-
-def staged_events_path(settings: Settings, changefeed: str) -> Path:
-    return settings.home / "staging" / changefeed
-
-
-def report_json(report: MergeReport) -> str:
-    return json.dumps(report.as_dict(), default=str)
