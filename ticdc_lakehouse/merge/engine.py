@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 from contextlib import nullcontext
-import shutil
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -315,24 +314,20 @@ def run_merge(
             say(f"{cf.name}: nothing landed after the last checkpoint (cut {checkpoint.resolved_ts})")
             report.seconds = time.monotonic() - started
             return report
-        staging = settings.home / "staging" / cf.name
-        shutil.rmtree(staging, ignore_errors=True)  # leftovers of a crashed run
-        staged_path = staging / run_id
         options = DecoderOptions(
             schema_registry_url=cf.schema_registry_url or None, schema_registry_config=dict(cf.schema_registry)
         )
         say(f"{cf.name}: decoding {len(paths)} landed segment(s) with protocol {protocol}")
-        decode_landed(spark, paths, start, protocol, options).write.mode("overwrite").parquet(str(staged_path))
         from pyspark import StorageLevel
 
-        # read many times (stats, DDLs, one MERGE per table and barrier): keep it in executors, spilling to disk
-        events = spark.read.parquet(str(staged_path)).persist(StorageLevel.MEMORY_AND_DISK)
+        # Decoded once in the executors and kept there (spilling to disk) for every later pass: the stats, the
+        # DDL list, one MERGE per table and barrier. Nothing of it goes through the driver.
+        events = decode_landed(spark, paths, start, protocol, options).persist(StorageLevel.MEMORY_AND_DISK)
         try:
             _merge_staged(spark, settings, cf.name, protocol, state, checkpoint, events, partitions, landed_end,
                           report, stop_ts, say)
         finally:
             events.unpersist()
-            shutil.rmtree(staging, ignore_errors=True)
     report.seconds = time.monotonic() - started
     return report
 
