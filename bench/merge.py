@@ -202,13 +202,23 @@ def run_case(events: int, rows: int, workdir: Path) -> dict:
     use_catalog(spark, settings)
     build_tables(spark, settings, rows // len(TABLES))
     final_rows = land_changes(settings, events, rows // len(TABLES))
+    marks: dict[str, float] = {}
+
+    def progress(message: str) -> None:
+        for word in ("decoding", "cut at", "committed cut"):
+            if word in message:
+                marks[word] = time.monotonic()
+
     with PeakMemory() as memory:
         started = time.monotonic()
-        report = run_merge(spark, settings, "default", "open")
+        report = run_merge(spark, settings, "default", "open", progress=progress)
         merge_seconds = time.monotonic() - started
+    decode_seconds = marks["cut at"] - marks["decoding"]
+    apply_seconds = marks["committed cut"] - marks["cut at"]
     append_seconds = plain_append_seconds(spark, settings, final_rows)
     return {
         "events": events, "rows": rows, "final_rows": final_rows, "merge_s": merge_seconds,
+        "decode_s": decode_seconds, "apply_s": apply_seconds, "apply_ratio": apply_seconds / append_seconds,
         "append_s": append_seconds, "events_per_s": events / merge_seconds, "ratio": merge_seconds / append_seconds,
         "jvm_peak_mb": memory.peak_jvm / 2**20, "python_peak_mb": memory.peak_python / 2**20,
         "tables": report.tables_merged,
@@ -233,9 +243,11 @@ def main() -> int:
             result = run_case(n, m, workdir)
             results.append(result)
             print(
-                f"N={n:>9,} M={m:>11,}  merge {result['merge_s']:7.1f}s  {result['events_per_s']:9,.0f} events/s  "
-                f"append of {result['final_rows']:,} rows {result['append_s']:6.1f}s  ratio {result['ratio']:5.2f}x  "
-                f"JVM peak {result['jvm_peak_mb']:,.0f} MB  python peak {result['python_peak_mb']:,.0f} MB",
+                f"N={n:>9,} M={m:>11,}  end-to-end {result['merge_s']:6.1f}s = {result['events_per_s']:7,.0f} events/s "
+                f"(decode+stats {result['decode_s']:5.1f}s, DDL+MERGE {result['apply_s']:5.1f}s)  "
+                f"plain append of {result['final_rows']:,} rows {result['append_s']:5.1f}s  "
+                f"ratio end-to-end {result['ratio']:5.1f}x, merge phase {result['apply_ratio']:5.1f}x  "
+                f"peak JVM {result['jvm_peak_mb']:,.0f} MB, python driver {result['python_peak_mb']:,.0f} MB",
                 flush=True,
             )
     by = {(r["events"], r["rows"]): r for r in results}

@@ -62,7 +62,11 @@ def typed_value(values: Column, types: Column, column: TargetColumn) -> Column:
             by_index = F.when(number == 0, F.lit("")).otherwise(F.element_at(F.expr(array_sql), in_range))
         else:
             by_index = F.array_join(
-                F.filter(F.expr(array_sql), lambda x, i: F.shiftright(number, i).bitwiseAND(F.lit(1)) == 1), ","
+                F.filter(
+                    F.expr(array_sql),
+                    lambda x, i: number.bitwiseAND(F.pow(F.lit(2), i).cast("bigint")) != 0,
+                ),
+                ",",
             )
         return F.when(is_index, by_index).otherwise(raw)
     if spark_type == "binary":
@@ -97,24 +101,29 @@ def split_key_changes(rows: DataFrame, keys: Sequence[TargetColumn]) -> DataFram
 
     TiCDC normally splits such updates itself (possibly into different partitions at one commit ts); older
     versions and some settings send one update with the old key in ``before``: both forms end up the same.
+    One pass: such an update is exploded into its two variants instead of unioning a second scan.
     """
     key_names = [f"_k{i}" for i in range(len(keys))]
     values = F.when(F.col("op") == DELETE, F.col("before")).otherwise(F.col("after"))
-    with_values = rows.withColumn("_values", values)
-    keyed = with_values.select("*", *[c.alias(n) for c, n in zip(_key_values("_values", keys), key_names)])
+    new_keys = _key_values("_values", keys)
     old_keys = _key_values("before", keys)
     changed = None
-    for name, old in zip(key_names, old_keys):
-        differs = ~F.col(name).eqNullSafe(old)
+    for new, old in zip(new_keys, old_keys):
+        differs = ~new.eqNullSafe(old)
         changed = differs if changed is None else (changed | differs)
-    key_changes = keyed.filter((F.col("op") == UPDATE) & F.col("before").isNotNull() & changed)
-    deletes = key_changes.select(
-        *[F.col(c) for c in rows.columns if c not in ("op", "_values")],
-        F.lit(DELETE).alias("op"),
-        F.col("before").alias("_values"),
-        *[old.alias(n) for old, n in zip(old_keys, key_names)],
+    split = (F.col("op") == UPDATE) & F.col("before").isNotNull() & changed
+    staged = rows.withColumn("_values", values).withColumn(
+        "_variant", F.explode(F.when(split, F.array(F.lit(0), F.lit(1))).otherwise(F.array(F.lit(0))))
     )
-    return keyed.unionByName(deletes.select(*keyed.columns))
+    is_old = F.col("_variant") == 1
+    passthrough = [F.col(c) for c in rows.columns if c != "op"]
+    return staged.select(
+        *passthrough,
+        F.when(is_old, F.lit(DELETE)).otherwise(F.col("op")).alias("op"),
+        F.when(is_old, F.col("before")).otherwise(F.col("_values")).alias("_values"),
+        *[F.when(is_old, old).otherwise(new).alias(name) for new, old, name in zip(
+            _key_values("_values", keys), old_keys, key_names)],
+    )
 
 
 def collapse_to_last(keyed: DataFrame, key_count: int) -> DataFrame:

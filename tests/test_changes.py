@@ -1,0 +1,92 @@
+"""The pure DataFrame transforms of a table's change set (merge/changes.py), on small frames."""
+
+from __future__ import annotations
+
+import pytest
+
+from ticdc_lakehouse.events_arrow import EVENT_SPARK_SCHEMA, event_to_row
+from ticdc_lakehouse.merge.changes import TargetColumn, change_set
+from ticdc_lakehouse.model import DELETE, INSERT, UPDATE, Position, RowChange
+
+pytestmark = pytest.mark.spark
+
+COLUMNS = [
+    TargetColumn("id", "int", "int"),
+    TargetColumn("price", "decimal(6,2)", "decimal(6,2)"),
+    TargetColumn("state", "string", "enum('new','paid')"),
+    TargetColumn("tags", "string", "set('a','b','c')"),
+    TargetColumn("raw", "binary", "blob"),
+    TargetColumn("at", "timestamp_ntz", "datetime"),
+]
+TYPES = {"id": "int", "price": "decimal", "state": "enum", "tags": "set", "raw": "blob", "at": "datetime"}
+
+
+def event(ts, op, after=None, before=None, offset=0, partition=0, types=TYPES):
+    return RowChange("s", "t", ts, op, after, before, ("id",), dict(types), Position("k", partition, offset))
+
+
+def frame(spark, events):
+    from pyspark.sql.types import _parse_datatype_string
+
+    rows = []
+    for e in events:
+        row = event_to_row(e)
+        for name in ("after", "before", "column_types"):
+            row[name] = dict(row[name]) if row[name] is not None else None
+        rows.append(row)
+    return spark.createDataFrame(rows, _parse_datatype_string(EVENT_SPARK_SCHEMA))
+
+
+def rows(spark, events, after_ts=0, upto_ts=1000):
+    keys = [COLUMNS[0]]
+    out = change_set(frame(spark, events), "s", "t", after_ts, upto_ts, COLUMNS, keys)
+    return {r["id"]: r.asDict() for r in out.collect()}
+
+
+def test_last_change_per_key_wins_and_values_are_typed(spark):
+    full = {"id": "1", "price": "1.50", "state": "2", "tags": "5", "raw": "AP8=", "at": "2026-01-02 03:04:05"}
+    result = rows(spark, [
+        event(10, INSERT, {**full, "price": "9.99"}, offset=1),
+        event(20, UPDATE, full, {**full, "price": "9.99"}, offset=2),
+        event(20, UPDATE, full, {**full, "price": "9.99"}, offset=3),  # a replay
+        event(30, INSERT, {**full, "id": "2", "state": "0", "at": "0000-00-00 00:00:00"}, offset=4),
+    ])
+    one = result[1]
+    assert one["_op"] == UPDATE and str(one["price"]) == "1.50" and one["state"] == "paid" and one["tags"] == "a,c"
+    assert bytes(one["raw"]) == b"\x00\xff" and str(one["at"]) == "2026-01-02 03:04:05"
+    assert result[2]["state"] == "" and result[2]["at"] is None  # enum index 0 and MySQL zero dates
+
+
+def test_key_changing_update_becomes_delete_plus_insert(spark):
+    old = {"id": "1", "price": "1.00", "state": "1", "tags": "0", "raw": None, "at": None}
+    new = {**old, "id": "7"}
+    result = rows(spark, [event(10, UPDATE, new, old)])
+    assert result[1]["_op"] == DELETE
+    assert result[7]["_op"] == UPDATE and str(result[7]["price"]) == "1.00"
+
+
+def test_at_one_ts_a_write_beats_a_delete_of_the_same_key(spark):
+    # row A moved to key 2 deletes key 1 while row B moves onto key 1, in one transaction, other partitions
+    b_row = {"id": "1", "price": "2.00", "state": "1", "tags": "1", "raw": None, "at": None}
+    result = rows(spark, [
+        event(50, INSERT, b_row, partition=1, offset=9),
+        event(50, DELETE, None, {"id": "1"}, partition=0, offset=3),
+    ])
+    assert result[1]["_op"] == INSERT and str(result[1]["price"]) == "2.00"
+
+
+def test_names_in_the_wire_form_and_absent_columns_are_flagged(spark):
+    named = {**TYPES, "state": "enum('new','paid')", "tags": "set('a','b','c')"}
+    result = rows(spark, [event(5, UPDATE, {"id": "3", "state": "new", "tags": "b,c"}, types=named)])
+    three = result[3]
+    assert three["state"] == "new" and three["tags"] == "b,c"
+    flags = {k: v for k, v in three.items() if k.startswith("_present_")}
+    assert flags == {"_present_1": False, "_present_2": True, "_present_3": True, "_present_4": False,
+                     "_present_5": False}
+
+
+def test_only_the_range_after_the_watermark_is_taken(spark):
+    base = {"id": "4", "price": "1.00", "state": "1", "tags": "0", "raw": None, "at": None}
+    result = rows(spark, [event(10, INSERT, base), event(30, UPDATE, {**base, "price": "3.00"}, base)],
+                  after_ts=10, upto_ts=20)
+    assert result == {}
