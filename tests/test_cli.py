@@ -59,3 +59,14 @@ def test_check_reports_the_stack_without_secrets(cli_env):
     result = run(["check"], cli_env)
     assert "pyspark 3.5" in result.stdout
     assert "hunter2" not in result.stdout + result.stderr
+
+
+def test_progress_is_structured_json_when_not_on_a_terminal(capsys):
+    import argparse
+
+    from ticdc_lakehouse.cli import _progress
+
+    _progress(argparse.Namespace(command="backfill"))("landed t[0] offsets 0..5: 5 records, 10 bytes")
+    line = capsys.readouterr().err.strip()
+    record = json.loads(line)
+    assert record["command"] == "backfill" and record["message"].startswith("landed t[0]")

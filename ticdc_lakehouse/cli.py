@@ -17,8 +17,17 @@ def _settings(args: argparse.Namespace):
 
 
 def _progress(args: argparse.Namespace):
-    def say(message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
+    """Progress for people on a terminal; one JSON object per line (for log collectors) otherwise."""
+    if sys.stderr.isatty():
+        def say(message: str) -> None:
+            print(message, file=sys.stderr, flush=True)
+    else:
+        import time
+
+        def say(message: str) -> None:
+            record = {"ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "level": "info",
+                      "command": args.command, "message": message}
+            print(json.dumps(record, ensure_ascii=False), file=sys.stderr, flush=True)
 
     return say
 
