@@ -91,11 +91,7 @@ def test_other_protocols_backfill_equal_upstream(spark, settings, tmp_path, prot
 
 def test_undecodable_message_goes_to_dead_letters_and_nothing_after_it_is_lost(spark, settings, tmp_path):
     archive = tmp_path / "archive"
-    workload = Workload(seed=21, partitions=2)
-    workload.create_sample_tables()
-    workload.resolve(final=True)
-    for _ in range(6):
-        workload.transaction(3)
+    workload = Workload.started(seed=21, partitions=2, transactions=6)
     write_to_archive(workload, archive, TOPIC, "open")
     written = write_partition(archive, TOPIC, 1, [(b"\x00\x00\x00\x00\x00\x00\x00\x01garbage", b"\xff", [], None)])
     assert written
@@ -118,11 +114,7 @@ def test_undecodable_message_goes_to_dead_letters_and_nothing_after_it_is_lost(s
 
 def test_ddl_iceberg_cannot_express_halts_only_that_table_until_resumed(spark, settings, tmp_path):
     archive = tmp_path / "archive"
-    workload = Workload(seed=33, partitions=2)
-    workload.create_sample_tables()
-    workload.resolve(final=True)
-    for _ in range(5):
-        workload.transaction(4)
+    workload = Workload.started(seed=33, partitions=2, transactions=5, changes=4)
     workload.resolve(final=True)
     halt_ts = workload.modify_column("orders", "big", "int")  # bigint unsigned -> int: a narrowing
     for _ in range(5):

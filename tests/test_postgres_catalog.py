@@ -60,11 +60,7 @@ def test_concurrent_commits_are_retried_and_none_is_lost(spark_session, pg_setti
 def test_pipeline_on_the_postgres_catalog(spark_session, pg_settings, tmp_path):
     spark = spark_session
     use_catalog(spark, pg_settings)
-    workload = Workload(seed=88, partitions=2)
-    workload.create_sample_tables()
-    workload.resolve(final=True)
-    for _ in range(6):
-        workload.transaction(3)
+    workload = Workload.started(seed=88, partitions=2, transactions=6)
     workload.resolve(final=True)
     archive = tmp_path / "archive"
     write_to_archive(workload, archive, "ticdc", "open")

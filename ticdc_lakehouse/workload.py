@@ -347,6 +347,17 @@ class Workload:
                 self.resolved[p] = ts
                 self._send(p, ResolvedEvent(ts, self._pos(p)))
 
+    @classmethod
+    def started(cls, seed: int, partitions: int, transactions: int, changes: int = 3) -> "Workload":
+        """The sample tables created and resolved everywhere, then ``transactions`` of ``changes`` rows each
+        (no resolved event after them yet: the caller decides what the partitions promise)."""
+        workload = cls(seed=seed, partitions=partitions)
+        workload.create_sample_tables()
+        workload.resolve(final=True)
+        for _ in range(transactions):
+            workload.transaction(changes)
+        return workload
+
     def bootstrap(self) -> None:
         """Simple protocol BOOTSTRAP: every table's current schema, to every partition, with commit ts 0."""
         for table in self.tables.values():
