@@ -121,8 +121,7 @@ def split_key_changes(rows: DataFrame, keys: Sequence[TargetColumn]) -> DataFram
         *passthrough,
         F.when(is_old, F.lit(DELETE)).otherwise(F.col("op")).alias("op"),
         F.when(is_old, F.col("before")).otherwise(F.col("_values")).alias("_values"),
-        *[F.when(is_old, old).otherwise(new).alias(name) for new, old, name in zip(
-            _key_values("_values", keys), old_keys, key_names)],
+        *[F.when(is_old, old).otherwise(new).alias(name) for new, old, name in zip(new_keys, old_keys, key_names)],
     )
 
 

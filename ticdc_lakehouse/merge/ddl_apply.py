@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Iterable, Optional
 from ticdc_lakehouse import ddl_parse as dp
 from ticdc_lakehouse.events_arrow import table_schema_from_json
 from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY
-from ticdc_lakehouse.iceberg.tables import create_table
 from ticdc_lakehouse.merge.plan import DDLRecord, table_key
 from ticdc_lakehouse.mysql_types import column_doc, iceberg_type, parse_type, widening
 
@@ -193,14 +192,6 @@ def _short(exc: Exception) -> str:
 
 def _summary(ctx: "RunContext", record: DDLRecord) -> dict[str, str]:
     return ctx.summary(**{RESOLVED_TS_PROPERTY: record.commit_ts, "tidb.ddl": record.query[:2000]})
-
-
-def _write_mode(ctx: "RunContext", schema: str, table: str) -> str:
-    return ctx.settings.table_option(schema, table, "write_mode", "merge-on-read")
-
-
-def _buckets(ctx: "RunContext", schema: str, table: str) -> int:
-    return int(ctx.settings.table_option(schema, table, "bucket_count", 16))
 
 
 def _apply_change(ctx: "RunContext", record: DDLRecord, change) -> bool:
@@ -421,13 +412,7 @@ def _create(ctx: "RunContext", record: DDLRecord, table_schema) -> bool:
             return False
         # Upstream created it fresh at this ts: what we hold is older (e.g. inferred from rows): replace it.
         ctx.ji.drop_table(target.namespace, target.name)
-    create_table(
-        ctx.ji, table_schema, ctx.changefeed, record.commit_ts,
-        _write_mode(ctx, table_schema.schema, table_schema.table),
-        _buckets(ctx, table_schema.schema, table_schema.table),
-        _summary(ctx, record),
-    )
-    ctx.target(table_schema.schema, table_schema.table, refresh=True)
+    ctx.create(table_schema, record.commit_ts, _summary(ctx, record))
     return True
 
 
@@ -470,11 +455,7 @@ def apply_bootstrap(ctx: "RunContext", record: DDLRecord) -> None:
     target = ctx.target(table_schema.schema, table_schema.table)
     if target.exists:
         return
-    create_table(
-        ctx.ji, table_schema, ctx.changefeed, 0, _write_mode(ctx, table_schema.schema, table_schema.table),
-        _buckets(ctx, table_schema.schema, table_schema.table), ctx.summary(**{"tidb.created-from": "bootstrap"}),
-    )
-    ctx.target(table_schema.schema, table_schema.table, refresh=True)
+    ctx.create(table_schema, 0, ctx.summary(**{"tidb.created-from": "bootstrap"}))
 
 
 def apply_resolutions(ctx: "RunContext", resolutions: Iterable["HaltedTable"]) -> None:

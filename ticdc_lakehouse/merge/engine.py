@@ -149,8 +149,6 @@ class RunContext:
         after_ts = None if self.resolved_mode else -1
         lower = target.watermark if after_ts is None else after_ts
         has_rows = self.has_rows(key, lower, upto_ts) if stats else False
-        if self.resolved_mode and upto_ts <= target.watermark:
-            return
         result = flush_table(
             self.spark, self.ji, self.settings.catalog_name, self.events, stats["schema"] if stats else schema,
             stats["table"] if stats else table, target, upto_ts, has_rows, self.summary(), after_ts=after_ts,
@@ -184,11 +182,16 @@ class RunContext:
                     self.report.pending_tables.append(f"{schema}.{table}")
             return None
         table_schema = schema_from_row_types(stats["schema"], stats["table"], stats["column_types"], stats["key_columns"])
+        return self.create(table_schema, since, self.summary(**{"tidb.created-from": "row-types"}))
+
+    def create(self, table_schema, watermark: int, summary: dict[str, str]) -> TargetTable:
+        """Create a lake table with its configured write mode and bucketing, its first snapshot at ``watermark``."""
+        schema, table = table_schema.schema, table_schema.table
         create_table(
-            self.ji, table_schema, self.changefeed, since,
+            self.ji, table_schema, self.changefeed, watermark,
             self.settings.table_option(schema, table, "write_mode", "merge-on-read"),
             int(self.settings.table_option(schema, table, "bucket_count", 16)),
-            self.summary(**{"tidb.created-from": "row-types"}),
+            summary,
         )
         return self.target(schema, table, refresh=True)
 
