@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import resource
 import shutil
@@ -74,6 +75,32 @@ def changefeed(bootstrap: str, topic: str) -> ChangefeedConfig:
 def cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)  # every thread: ours, librdkafka's, the writer's
     return usage.ru_utime + usage.ru_stime
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of another process (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def settle(broker: Broker | None, quiet_s: float = 1.5, timeout_s: float = 60.0) -> None:
+    """Wait until our private broker has been idle for ``quiet_s``, so no measurement pays for the one before.
+
+    noida-db rewrites its whole data file (the ~200 MB topic included) a moment after each produce or offset
+    commit, which costs seconds of CPU on this 2-core machine: started by ``fill`` or by landing's commit, it
+    would otherwise run during whichever measurement comes next. No-op for an external broker (``--bootstrap``).
+    """
+    if broker is None or broker.pid is None or not Path(f"/proc/{broker.pid}/stat").exists():
+        return
+    deadline = time.monotonic() + timeout_s
+    quiet_since = time.monotonic()
+    while time.monotonic() < deadline:
+        before = process_cpu_seconds(broker.pid)
+        time.sleep(0.25)
+        if process_cpu_seconds(broker.pid) - before > 0.02:
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= quiet_s:
+            return
 
 
 def measured(func, *args) -> tuple[float, int, int, float]:  # noqa: ANN001
@@ -149,7 +176,9 @@ def main(argv: list[str] | None = None) -> int:
               f"to {topic} ({args.partitions} partitions) on {bootstrap}")
         bare, landed = [], []
         for _ in range(args.repeat):  # interleaved, so load changes on a shared machine hit both alike
+            settle(broker)
             bare.append(measured(bare_consume, bootstrap, topic, args.partitions))
+            settle(broker)
             landed.append(measured(land_once, bootstrap, topic))
         for name, runs in (("bare consume", bare), ("landing", landed)):
             seconds, records, size, cpu = min(runs)

@@ -80,6 +80,7 @@ def test_first_and_incremental_landing_of_three_partitions(kafka_broker, tmp_pat
     assert sorted((p.partition, p.start, p.end, p.records) for p in seen) == [
         (0, 0, 10, 10), (1, 0, 10, 10), (2, 0, 10, 10), (3, 0, 0, 0)]
     assert committed(kafka_broker, cf.group_id, topic, 4)[:3] == [10, 10, 10]
+    assert [p.committed for p in report.partitions if p.landed] == [True] * 3  # one batched commit, after durability
     table = read_segment(list_segments(tmp_path, cf.name)[(topic, 0)][0].path)
     assert table.column("topic").to_pylist() == [topic] * 10
     assert all(ts and ts > 1_600_000_000_000 for ts in table.column("timestamp").to_pylist())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
@@ -228,3 +229,42 @@ def test_background_writes_give_the_same_segment_and_abort_waits_for_them(tmp_pa
     assert read_segment(segment.path).column("value").to_pylist() == [b"v%d" % i for i in range(35)]
     assert list_segments(tmp_path, "cf") == {("t", 0): [segment]}
     assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_background_writes_keep_each_segments_order_and_write_segments_in_parallel():
+    import threading
+
+    from ticdc_lakehouse.landing.segments import BackgroundWrites
+
+    release = threading.Event()
+    events: list[str] = []
+
+    def job(name: str, block: bool = False) -> str:
+        events.append(f"start {name}")
+        if block:
+            assert release.wait(10)
+        events.append(f"end {name}")
+        return name
+
+    background = BackgroundWrites(max_pending=4, workers=2)
+    a1 = background.submit(job, "a1", True)
+    a2 = background.submit(job, "a2", after=a1)
+    b1 = background.submit(job, "b1")
+    assert b1.result(timeout=10) == "b1"  # another segment's job runs while a1 is still busy
+    assert not a2.done() and "start a2" not in events  # a2 waits for a1
+    release.set()
+    background.close()  # waits for a2, which was not even queued when close began
+    assert a2.result() == "a2"
+    assert events.index("end a1") < events.index("start a2")
+
+
+def test_constant_and_header_columns_match_the_generic_conversion():
+    from ticdc_lakehouse.landing.segments import _constant, _headers_array
+
+    headers_type = LANDED_SCHEMA.field("headers").type
+    assert _constant("topic-x", pa.string(), 3).equals(pa.array(["topic-x"] * 3, pa.string()))
+    assert _constant(7, pa.int32(), 0).equals(pa.array([], pa.int32()))
+    no_headers = [None, [], None]
+    assert _headers_array(no_headers).equals(pa.array([[], [], []], headers_type))
+    mixed = [None, [("a", b"1"), ("b", None)], []]
+    assert _headers_array(mixed).equals(pa.array([[], [("a", b"1"), ("b", None)], []], headers_type))

@@ -37,7 +37,6 @@ EVENT_ARROW_SCHEMA = pa.schema(
         ("after", _STR_MAP),
         ("before", _STR_MAP),
         ("column_types", _STR_MAP),
-        ("column_order", pa.list_(pa.string())),  # maps do not keep order through Parquet; upstream order does
         ("key_columns", pa.list_(pa.string())),
         ("schema_version", pa.int64()),
         ("ddl_query", pa.string()),
@@ -54,11 +53,13 @@ EVENT_ARROW_SCHEMA = pa.schema(
 EVENT_SPARK_SCHEMA = (
     "kind string, topic string, partition int, offset bigint, seq int, commit_ts bigint, schema_name string, "
     "table_name string, op string, after map<string,string>, before map<string,string>, "
-    "column_types map<string,string>, column_order array<string>, key_columns array<string>, schema_version bigint, ddl_query string, "
+    "column_types map<string,string>, key_columns array<string>, schema_version bigint, ddl_query string, "
     "ddl_type string, table_schema string, is_bootstrap boolean, error string, raw_key string, raw_value string"
 )
 
 _FIELDS = EVENT_ARROW_SCHEMA.names
+#: fields only DDL and failure events fill
+_RARE_FIELDS = ("ddl_query", "ddl_type", "table_schema", "is_bootstrap", "error", "raw_key", "raw_value")
 #: cap on raw bytes copied into a failure record: enough to diagnose, never a multi-MiB blob per row
 RAW_PREVIEW_BYTES = 65536
 
@@ -106,7 +107,6 @@ def event_to_row(event: Event) -> dict:
             after=list(event.after.items()) if event.after is not None else None,
             before=list(event.before.items()) if event.before is not None else None,
             column_types=list(event.column_types.items()),
-            column_order=list(event.column_types),
             key_columns=list(event.key_columns),
             schema_version=event.schema_version,
         )
@@ -159,38 +159,52 @@ class _MapColumn:
 
 
 def events_to_batch(events: Iterable[Event]) -> pa.RecordBatch:
-    """Events as one record batch, built column by column: decoding in executors spends its time here."""
-    rows = list(events)
-    if any(not isinstance(e, RowChange) for e in rows):
-        # DDL, resolved and failure events are rare: the general path keeps them simple
-        columns = {name: [] for name in _FIELDS}
-        for event in rows:
-            for name, value in event_to_row(event).items():
-                columns[name].append(value)
-        return pa.RecordBatch.from_pydict(columns, schema=EVENT_ARROW_SCHEMA)
+    """Events as one record batch, built column by column: decoding in executors spends its time here.
+
+    Row events take the hot path (one append per field, maps without per-entry tuples). DDL, resolved and
+    failure events are rare but present in almost every batch (TiCDC sends a resolved event per partition every
+    second), so they go through ``event_to_row`` one by one into the same columns, and the fields only they use
+    are kept sparse."""
     after, before, types = _MapColumn(), _MapColumn(), _MapColumn()
-    topic, partition, offset, seq, commit_ts, schema_name, table_name, op = ([] for _ in range(8))
-    order, keys, versions = [], [], []
-    for e in rows:
+    kind, topic, partition, offset, seq, commit_ts, schema_name, table_name, op = ([] for _ in range(9))
+    keys, versions = [], []
+    rare: dict[str, dict[int, object]] = {}
+    index = 0
+    for e in events:
         pos = e.position
         topic.append(pos.topic)
         partition.append(pos.partition)
         offset.append(pos.offset)
         seq.append(pos.seq)
-        commit_ts.append(e.commit_ts)
-        schema_name.append(e.schema)
-        table_name.append(e.table)
-        op.append(e.op)
-        after.add(e.after)
-        before.add(e.before)
-        types.add(e.column_types)
-        order.append(list(e.column_types))
-        keys.append(list(e.key_columns))
-        versions.append(e.schema_version)
-    n = len(rows)
-    none = pa.nulls(n)
+        if type(e) is RowChange:
+            kind.append(KIND_ROW)
+            commit_ts.append(e.commit_ts)
+            schema_name.append(e.schema)
+            table_name.append(e.table)
+            op.append(e.op)
+            after.add(e.after)
+            before.add(e.before)
+            types.add(e.column_types)
+            keys.append(list(e.key_columns))
+            versions.append(e.schema_version)
+        else:
+            row = event_to_row(e)
+            kind.append(row["kind"])
+            commit_ts.append(row["commit_ts"])
+            schema_name.append(row["schema_name"])
+            table_name.append(row["table_name"])
+            op.append(None)
+            after.add(None)
+            before.add(None)
+            types.add(None)
+            keys.append(None)
+            versions.append(row["schema_version"])
+            for name in _RARE_FIELDS:
+                if row[name] is not None:
+                    rare.setdefault(name, {})[index] = row[name]
+        index += 1
     arrays = {
-        "kind": pa.array([KIND_ROW] * n, pa.string()),
+        "kind": pa.array(kind, pa.string()),
         "topic": pa.array(topic, pa.string()),
         "partition": pa.array(partition, pa.int32()),
         "offset": pa.array(offset, pa.int64()),
@@ -202,11 +216,12 @@ def events_to_batch(events: Iterable[Event]) -> pa.RecordBatch:
         "after": after.array(),
         "before": before.array(),
         "column_types": types.array(),
-        "column_order": pa.array(order, pa.list_(pa.string())),
         "key_columns": pa.array(keys, pa.list_(pa.string())),
         "schema_version": pa.array(versions, pa.int64()),
     }
+    for name, values in rare.items():
+        arrays[name] = pa.array([values.get(i) for i in range(index)], EVENT_ARROW_SCHEMA.field(name).type)
     return pa.RecordBatch.from_arrays(
-        [arrays[name] if name in arrays else none.cast(EVENT_ARROW_SCHEMA.field(name).type) for name in _FIELDS],
+        [arrays[name] if name in arrays else pa.nulls(index, EVENT_ARROW_SCHEMA.field(name).type) for name in _FIELDS],
         schema=EVENT_ARROW_SCHEMA,
     )

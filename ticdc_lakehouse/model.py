@@ -62,7 +62,8 @@ class RowChange:
 
     ``after`` is the new row (insert/update), ``before`` the old one (update when old values are sent; delete,
     possibly with only the handle-key columns). Values are canonical strings or None for SQL NULL.
-    ``column_types`` maps every column present to its type descriptor.
+    ``column_types`` maps every column present to its type descriptor. It is read-only: decoders share one dict
+    between the rows of a table (copy it before changing it).
     """
 
     schema: str

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import io
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Callable, Optional
 
@@ -38,6 +38,7 @@ import orjson
 from ticdc_lakehouse.decode import DecoderOptions
 from ticdc_lakehouse.decode._ddl_kind import OTHER, classify_query
 from ticdc_lakehouse.decode._type_text import UINT64_MASK, build_descriptor, float32_text, split_escaped_members
+from ticdc_lakehouse.decode.positions import make_position
 from ticdc_lakehouse.decode.tidb_ddl_actions import ddl_type_for_action
 from ticdc_lakehouse.model import (
     DELETE,
@@ -99,10 +100,13 @@ class _WriterSchema:
     schema: str
     table: str
     columns: tuple[tuple[str, str, Converter], ...]  # (name, descriptor, converter), extension fields excluded
-
-    @property
-    def column_names(self) -> tuple[str, ...]:
-        return tuple(name for name, _, _ in self.columns)
+    #: what every row of the schema shares, computed once: the column names, their descriptors (one dict for
+    #: all rows: RowChange.column_types is read-only by contract), the optional before-image fields (newer ticdc)
+    #: and the converter of a decoded record (see _record_converter)
+    column_names: tuple[str, ...] = ()
+    types: dict[str, str] = field(default_factory=dict)
+    before_fields: tuple[str, ...] = ()
+    convert: Callable[[dict[str, Any]], dict[str, Optional[str]]] = lambda record: {}
 
 
 class ConfluentAvroDecoder:
@@ -176,13 +180,11 @@ class ConfluentAvroDecoder:
         magic, schema_id = HEADER.unpack_from(data)
         if magic != MAGIC_BYTE:
             raise DecodeError(f"avro: {what} does not start with the Confluent magic byte 0")
-        writer = self._writer(schema_id)
-        import fastavro
-
+        writer = self._writers.get(schema_id) or self._writer(schema_id)
         stream = io.BytesIO(data)
         stream.seek(HEADER.size)
         try:
-            record = fastavro.schemaless_reader(stream, writer.parsed)
+            record = _schemaless_reader()(stream, writer.parsed)
         except Exception as exc:  # noqa: BLE001 - fastavro raises many types on bad bytes
             raise DecodeError(f"avro: invalid Avro {what} (schema id {schema_id}): {type(exc).__name__}: {exc}") from exc
         if stream.tell() != len(data):
@@ -202,11 +204,11 @@ class ConfluentAvroDecoder:
                 raise DecodeError(f"avro: unknown _tidb_op {raw_op!r}")
         else:
             op = UPDATE
-        values = _convert(writer, record)
-        column_types = {name: descriptor for name, descriptor, _ in writer.columns}
+        values = writer.convert(record)
         before = None
-        for field, extra in record.items():  # newer ticdc: optional before-image record
-            if field.startswith("_ticdc_before") and isinstance(extra, dict):
+        for field in writer.before_fields:  # newer ticdc: optional before-image record
+            extra = record.get(field)
+            if isinstance(extra, dict):
                 before = _convert(writer, extra)
         after: Optional[dict[str, Optional[str]]] = values
         if op == DELETE:
@@ -215,15 +217,15 @@ class ConfluentAvroDecoder:
         if key:
             if len(key) < HEADER.size or key[0] != MAGIC_BYTE:
                 raise DecodeError("avro: key does not start with the Confluent header")
-            key_columns = self._writer(HEADER.unpack_from(key)[1]).column_names
+            key_schema_id = HEADER.unpack_from(key)[1]
+            key_columns = (self._writers.get(key_schema_id) or self._writer(key_schema_id)).column_names
         commit_ts = record.get(TIDB_COMMIT_TS)
-        return self._row_change(writer, op, after, before, key_columns, column_types, commit_ts, message)
+        return self._row_change(writer, op, after, before, key_columns, writer.types, commit_ts, message)
 
     def _tombstone(self, key: bytes, message: Message) -> RowChange:
         writer, record = self._read(key, "key")
-        values = _convert(writer, record)
-        column_types = {name: descriptor for name, descriptor, _ in writer.columns}
-        return self._row_change(writer, DELETE, None, values, writer.column_names, column_types, None, message)
+        return self._row_change(writer, DELETE, None, writer.convert(record), writer.column_names, writer.types, None,
+                                message)
 
     def _row_change(
         self,
@@ -250,7 +252,7 @@ class ConfluentAvroDecoder:
             before,
             key_columns,
             column_types,
-            message.position(),
+            make_position(message.topic, message.partition, message.offset, 0),
         )
 
     def _ddl(self, value: bytes, message: Message) -> DDLEvent:
@@ -302,7 +304,43 @@ def _writer_schema(schema_str: Optional[str], schema_id: int) -> _WriterSchema:
         for field in schema.get("fields") or ()
         if not field["name"].startswith(EXTENSION_PREFIXES)
     )
-    return _WriterSchema(parsed=parsed, schema=database, table=name, columns=columns)
+    before_fields = tuple(field["name"] for field in schema.get("fields") or ()
+                          if field["name"].startswith("_ticdc_before"))
+    return _WriterSchema(parsed=parsed, schema=database, table=name, columns=columns,
+                         column_names=tuple(name for name, _, _ in columns),
+                         types={name: descriptor for name, descriptor, _ in columns}, before_fields=before_fields,
+                         convert=_record_converter(columns))
+
+
+def _record_converter(columns: tuple[tuple[str, str, Converter], ...]) -> Callable[[dict[str, Any]], dict]:
+    """A function generated for one writer schema (as ``dataclasses`` generates ``__init__``) that converts a
+    decoded record: straight-line code per column instead of a loop of converter calls. Strings and ints, the
+    bulk of any row, are converted inline; other types call the column's converter, exactly as ``_convert``.
+    Records missing a column (a key record, an older writer) go through ``_convert``.
+    """
+    lines = ["def convert(record, str=str, type=type, repr=repr):", "    try:"]
+    for position, (name, _, converter) in enumerate(columns):
+        value = f"v{position}"
+        lines.append(f"        {value} = record[{name!r}]")
+        if converter is _text:  # what _text does to a str (nothing) and to an int, inline
+            lines += [f"        if {value} is not None and type({value}) is not str:",
+                      f"            {value} = str({value}) if type({value}) is int else c{position}({value})"]
+        elif converter is _double:
+            lines += [f"        if type({value}) is float: {value} = repr({value})",
+                      f"        elif {value} is not None: {value} = c{position}({value})"]
+        else:
+            lines.append(f"        if {value} is not None: {value} = c{position}({value})")
+    lines += ["    except KeyError:", "        return convert_slowly(record)",
+              "    return {" + ", ".join(f"{name!r}: v{i}" for i, (name, _, _) in enumerate(columns)) + "}"]
+    namespace: dict[str, Any] = {f"c{i}": converter for i, (_, _, converter) in enumerate(columns)}
+    writer_columns = columns
+
+    def convert_slowly(record: dict[str, Any]) -> dict[str, Optional[str]]:
+        return _convert_columns(writer_columns, record)
+
+    namespace["convert_slowly"] = convert_slowly
+    exec("\n".join(lines), namespace)  # noqa: S102 - source built from repr() literals and fixed templates
+    return namespace["convert"]
 
 
 def _column(field: dict[str, Any]) -> tuple[str, str, Converter]:
@@ -336,8 +374,13 @@ def _column(field: dict[str, Any]) -> tuple[str, str, Converter]:
 
 
 def _convert(writer: _WriterSchema, record: dict[str, Any]) -> dict[str, Optional[str]]:
+    return writer.convert(record)
+
+
+def _convert_columns(columns: tuple[tuple[str, str, Converter], ...], record: dict[str, Any]) -> dict[str, Optional[str]]:
+    """The reference conversion: column by column, skipping the columns the record does not have."""
     out: dict[str, Optional[str]] = {}
-    for name, _, converter in writer.columns:
+    for name, _, converter in columns:
         if name not in record:
             continue
         value = record[name]
@@ -396,6 +439,19 @@ def _float32(value: Any) -> str:
 
 def _double(value: Any) -> str:
     return repr(value) if type(value) is float else _text(value)
+
+
+def _schemaless_reader() -> Callable[..., Any]:
+    """fastavro's reader, imported on first use (the module loads without fastavro's import cost)."""
+    global _READER
+    if _READER is None:
+        import fastavro
+
+        _READER = fastavro.schemaless_reader
+    return _READER
+
+
+_READER: Optional[Callable[..., Any]] = None
 
 
 def confluent_frame(schema_id: int, body: bytes) -> bytes:

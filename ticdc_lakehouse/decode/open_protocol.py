@@ -39,7 +39,9 @@ from __future__ import annotations
 import base64
 import binascii
 import struct
-from typing import Any, Callable, Optional
+from typing import Annotated, Any, Callable, Literal, Optional, Union
+
+import msgspec
 
 from orjson import JSONDecodeError, loads
 
@@ -229,129 +231,152 @@ def _base64_bytes(value: str) -> str:
     return base64.b64encode(_b64decode(value)).decode("ascii")
 
 
-#: value kind -> source lines that convert the column's value ``VAL`` in place; ``return None`` hands the row to
-#: the slow path, which converts it column by column or raises a precise error
+# --- the typed fast path --------------------------------------------------------------------------------------
+#
+# A row shape becomes msgspec Struct types: one per column (its type code and flag as Literals, its value's JSON
+# types), one per column map (every column required, no other allowed) and one per value body ({u, p, d}).
+# msgspec checks all of that in C while it parses, so the Python left per row is the conversion of the few
+# values that are not canonical already. Whatever the types reject (another shape, a value of another JSON type,
+# bad JSON, an integer beyond 64 bits) is decoded again by the orjson path, the reference, which also learns the
+# new shape; so the typed path only ever answers for input it reads exactly as the reference does.
+
+#: an integer msgspec reads only in the signed 64-bit range (the bounds it can check); BIGINT UNSIGNED values
+#: above it, and anything beyond 64 bits, go to the reference path
+_INT64 = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
+#: TiDB's plain decimal text, which is canonical; anything else goes to the reference path (normalize or reject)
+_PLAIN_DECIMAL = Annotated[str, msgspec.Meta(pattern=r"^-?[0-9]+(?:\.[0-9]+)?\Z")]
+
+#: value kind -> JSON types its value may have on the typed path
+_VALUE_TYPES: dict[int, Any] = {
+    K_STR: Optional[str],
+    K_INT: Union[_INT64, str, None],  # text in an integer column is kept as is (old Go test fixtures do that)
+    K_DECIMAL: Optional[_PLAIN_DECIMAL],
+    K_DOUBLE: Union[float, _INT64, None],
+    K_FLOAT: Union[float, _INT64, None],
+    K_QUOTED_BYTES: Optional[str],
+    K_BASE64_TEXT: Optional[str],
+    K_BASE64_BYTES: Optional[str],
+}
+
+#: value kind -> source lines that turn a column's value ``VAL`` (of a type from _VALUE_TYPES) into its canonical
+#: string in place; conversions that raise ValueError hand the row to the reference path, for its error message
 _CONVERT_SOURCE: dict[int, str] = {
-    K_STR: "if VAL is not None and type(VAL) is not str: return None",
-    K_INT: """\
-t = type(VAL)
-if t is int: VAL = str(VAL)
-elif t is not str and VAL is not None: return None""",
-    # TiDB's plain decimal text is canonical; anything else goes to the slow path (normalize or reject)
-    K_DECIMAL: """\
-if type(VAL) is str:
-    t = VAL[1:] if VAL[:1] == '-' else VAL
-    if not t.isascii() or not t.replace('.', '', 1).isdigit() or t[0] == '.' or t[-1] == '.': return None
-elif VAL is not None: return None""",
-    K_DOUBLE: """\
-t = type(VAL)
-if t is float or t is int: VAL = repr(float(VAL))
-elif VAL is not None: return None""",
-    K_FLOAT: """\
-t = type(VAL)
-if t is float or t is int: VAL = float32_repr(float(VAL))
-elif VAL is not None: return None""",
-    K_QUOTED_BYTES: "if type(VAL) is str: VAL = quoted_bytes(VAL)\nelif VAL is not None: return None",
-    K_BASE64_TEXT: "if type(VAL) is str: VAL = base64_text(VAL)\nelif VAL is not None: return None",
-    K_BASE64_BYTES: "if type(VAL) is str: VAL = base64_bytes(VAL)\nelif VAL is not None: return None",
+    K_STR: "",
+    K_INT: "if type(VAL) is int: VAL = str(VAL)",
+    K_DECIMAL: "",
+    K_DOUBLE: "if VAL is not None: VAL = repr(float(VAL))",
+    K_FLOAT: "if VAL is not None: VAL = float32_repr(float(VAL))",
+    K_QUOTED_BYTES: "if VAL is not None: VAL = quoted_bytes(VAL)",
+    K_BASE64_TEXT: "if VAL is not None: VAL = base64_text(VAL)",
+    K_BASE64_BYTES: "if VAL is not None: VAL = base64_bytes(VAL)",
 }
 _CONVERT_GLOBALS = {"float32_repr": float32_repr, "quoted_bytes": _quoted_bytes, "base64_text": _base64_text,
                     "base64_bytes": _base64_bytes}
 
+#: (code, flags, how "h" is checked, kind) -> the msgspec Struct of such a column
+_COLUMN_STRUCTS: dict[tuple[int, int, Any, int], type] = {}
 
-class _Shape:
-    """What every row of one table shares in a column map: names, codes, flags, descriptors, handle columns.
 
-    ``convert`` is a function generated for the shape (the way ``dataclasses`` and ``namedtuple`` generate
-    theirs): straight-line code that checks each column's type code and flag against the shape, converts its
-    value as its type requires and returns the canonical row, or None when anything differs, so that the
-    careful per-column path takes over. It is several times faster than a generic loop, which matters because
-    decoding runs for every row in the lake.
+def _column_struct(code: int, flags: int, handle: bool, key_by_flag: bool, kind: int) -> type:
+    """The Struct of one column: ``t`` and ``f`` exactly as in the shape, ``v`` of the kind's JSON types.
+
+    ``h`` matters only to a column that is not a handle key by flag: then it must be ``true`` if the shape had it
+    and absent or null if not (anything else is the reference path's to judge). Other members are ignored, as the
+    reference path ignores them.
+    """
+    handle_type: Any = Any if key_by_flag else (Literal[True] if handle else None)
+    cache_key = (code, flags, handle_type, kind)
+    struct = _COLUMN_STRUCTS.get(cache_key)
+    if struct is None:
+        fields: list[tuple[Any, ...]] = [("t", Literal[code]), ("f", Literal[flags])]
+        fields.append(("h", handle_type) if handle_type is Literal[True] else ("h", handle_type, None))
+        fields.append(("v", _VALUE_TYPES[kind], None))  # a missing "v" is NULL, as in the reference path
+        struct = msgspec.defstruct(f"Column_{code}_{flags}", fields, kw_only=True, gc=False)
+        if len(_COLUMN_STRUCTS) < 4096:
+            _COLUMN_STRUCTS[cache_key] = struct
+    return struct
+
+
+class _RowShape:
+    """What every column map of one table shares: names, codes, flags, descriptors, handle columns.
+
+    ``struct`` is the msgspec type of such a column map; ``convert`` is a function generated for the shape (the
+    way ``dataclasses`` and ``namedtuple`` generate theirs): straight-line code that takes each column's value
+    from a decoded ``struct``, converts it as its type requires and returns the canonical row, or None when a
+    value needs the reference path. ``types`` is shared by every row of the shape (RowChange.column_types is
+    read-only by contract), so building a row copies nothing.
     """
 
-    __slots__ = ("types", "keys", "convert")
+    __slots__ = ("signature", "struct", "types", "keys", "convert")
 
-    def __init__(self, types: dict[str, str], keys: tuple[str, ...], convert: Callable[[dict], Optional[dict]]):
+    def __init__(self, signature: tuple, struct: type, types: dict[str, str], keys: tuple[str, ...],
+                 convert: Callable[[Any], Optional[dict[str, Optional[str]]]]) -> None:
+        self.signature = signature
+        self.struct = struct
         self.types = types
         self.keys = keys
         self.convert = convert
 
 
-_SHAPES: dict[tuple[str, ...], _Shape] = {}
-_LAST_SHAPE: list[Optional[_Shape]] = [None]
+_ROW_SHAPES: dict[tuple, _RowShape] = {}
 
 
-def _build_shape(cols: dict) -> Optional[_Shape]:
-    """The shape of a column map, or None when it has something only the slow path handles."""
-    types: dict[str, str] = {}
-    keys = []
-    fetch = []
-    convert = []
-    for position, (name, col) in enumerate(cols.items()):
+def _row_shape(cols: Any) -> Optional[_RowShape]:
+    """The shape of a column map parsed by orjson, or None when it has something only the reference path reads."""
+    if type(cols) is not dict or not cols:
+        return None
+    signature = []
+    for name, col in cols.items():
         if type(col) is not dict or "t" not in col or "f" not in col:
+            return None  # pre-2021 messages without flags: the reference path guesses TEXT vs BLOB per value
+        code, flags, handle = col["t"], col["f"], col.get("h")
+        if type(code) is not int or type(flags) is not int or not 0 <= code < 1 << 32 or not 0 <= flags < 1 << 62:
             return None
-        code = col["t"]
-        flags = col["f"]
-        handle = col.get("h")
         if handle is not None and handle is not True:
             return None
+        signature.append((name, code, flags, handle is True))
+    key = tuple(signature)
+    shape = _ROW_SHAPES.get(key)
+    if shape is None:
+        shape = _build_row_shape(key)
+        if shape is not None:
+            if len(_ROW_SHAPES) >= 1024:
+                _ROW_SHAPES.clear()
+            _ROW_SHAPES[key] = shape
+    return shape
+
+
+def _build_row_shape(signature: tuple[tuple[str, int, int, bool], ...]) -> Optional[_RowShape]:
+    types: dict[str, str] = {}
+    keys = []
+    fields = []
+    rename = {}
+    body = ["def convert(row, str=str, type=type, repr=repr, float=float):", "    try:"]
+    for position, (name, code, flags, handle) in enumerate(signature):
         try:
             desc, kind, key_by_flag = _spec(code, flags)
         except DecodeError:
             return None
-        if kind == K_BASE64_GUESS or type(name) is not str:
+        if kind == K_BASE64_GUESS:
             return None
         types[name] = desc
-        fetch.append(f"c = cols[{name!r}]")
-        fetch.append(f"if c['t'] != {code!r} or c['f'] != {flags!r}: return None")
         if key_by_flag or handle:
             keys.append(name)
-            if not key_by_flag:  # handle key by "h" alone (docs-era data): it must be there on every row
-                fetch.append("if c.get('h') is not True: return None")
-        fetch.append(f"v{position} = c['v']")
-        convert.append(_CONVERT_SOURCE[kind].replace("VAL", f"v{position}"))
-    count = len(types)
-    body = ["def convert(cols, str=str, type=type, repr=repr, float=float, int=int, len=len):", "    try:"]
-    body += ["        " + line for line in fetch]
-    body += ["    except (KeyError, TypeError):", "        return None"]
-    body += [f"    if len(cols) != {count}: return None", "    try:"]
-    for block in convert:
-        body += ["        " + line for line in block.split("\n")]
-    body += ["    except (ValueError, UnicodeDecodeError):", "        return None"]
+        field = f"c{position}"
+        fields.append((field, _column_struct(code, flags, handle, key_by_flag, kind)))
+        rename[field] = name
+        body.append(f"        v{position} = row.{field}.v")
+        body += ["        " + line for line in _CONVERT_SOURCE[kind].replace("VAL", f"v{position}").split("\n") if line]
+    body += ["    except (ValueError, UnicodeDecodeError):  # base64, Go quoting: the reference path says why",
+             "        return None"]
     body.append("    return {" + ", ".join(f"{name!r}: v{i}" for i, name in enumerate(types)) + "}")
     namespace = dict(_CONVERT_GLOBALS)
+    try:  # msgspec refuses some names (quotes, backslashes, control characters): the reference path reads them
+        struct = msgspec.defstruct("Row", fields, rename=rename, forbid_unknown_fields=True, gc=False)
+    except (TypeError, ValueError):
+        return None
     exec("\n".join(body), namespace)  # noqa: S102 - source built above from repr() literals and fixed templates
-    shape = _Shape(types, tuple(keys), namespace["convert"])
-    if len(_SHAPES) >= 1024:
-        _SHAPES.clear()
-    _SHAPES[tuple(cols)] = shape
-    return shape
-
-
-def _fast_columns(cols: Any) -> Optional[tuple[dict[str, Optional[str]], _Shape]]:
-    """Canonical values and shape of a column map, or None when it needs the careful slow path."""
-    if type(cols) is not dict:
-        return None
-    # rows come in runs of one table: try the last shape first (its converter checks every name, code and flag)
-    shape = _LAST_SHAPE[0]
-    if shape is not None:
-        out = shape.convert(cols)
-        if out is not None:
-            return out, shape
-    shape = _SHAPES.get(tuple(cols))
-    if shape is not None:
-        out = shape.convert(cols)
-        if out is not None:
-            _LAST_SHAPE[0] = shape
-            return out, shape
-    shape = _build_shape(cols)  # first row of a table, or its columns changed type
-    if shape is None:
-        return None
-    out = shape.convert(cols)
-    if out is None:
-        return None
-    _LAST_SHAPE[0] = shape
-    return out, shape
+    return _RowShape(signature, struct, types, tuple(keys), namespace["convert"])
 
 
 def _payload_error(what: str, index: int, payload: bytes, exc: Exception) -> DecodeError:
@@ -362,36 +387,112 @@ def _payload_error(what: str, index: int, payload: bytes, exc: Exception) -> Dec
     return DecodeError(f"Open Protocol event {index}: {what} is not valid JSON: {exc}{hint}")
 
 
-def _row_from_body(schema: str, table: str, ts: int, body: Any, position: model.Position, index: int) -> RowChange:
-    """A row event from its parsed value JSON: the shape fast path, else the column-by-column slow path."""
+class _BodyCodec:
+    """The typed decoder of one table's row values: the shapes of its ``u``, ``p`` and ``d`` column maps.
+
+    ``row`` returns the event, or None when the typed path does not read the value exactly (the reference path
+    then decodes it and teaches the table its new shapes).
+    """
+
+    __slots__ = ("decode", "inserted", "previous", "deleted", "update_types")
+
+    def __init__(self, inserted: Optional[_RowShape], previous: Optional[_RowShape],
+                 deleted: Optional[_RowShape]) -> None:
+        def member(shape: Optional[_RowShape]) -> tuple[Any, ...]:
+            return (Optional[shape.struct], None) if shape is not None else (None, None)
+
+        body = msgspec.defstruct("Body", [("u", *member(inserted)), ("p", *member(previous)),
+                                          ("d", *member(deleted))], gc=False)
+        self.decode = msgspec.json.Decoder(body).decode
+        self.inserted = inserted
+        self.previous = previous
+        self.deleted = deleted
+        self.update_types: dict[str, str] = {}
+        if inserted is not None and previous is not None:
+            self.update_types = inserted.types if previous is inserted else {**inserted.types, **previous.types}
+
+    def row(self, schema: str, table: str, ts: int, payload: bytes, position: model.Position) -> Optional[RowChange]:
+        try:
+            body = self.decode(payload)
+        except Exception:  # noqa: BLE001 - msgspec's DecodeError/ValidationError, UnicodeDecodeError, ...:
+            return None  # whatever it is, the reference path judges it
+        if body.d is not None:
+            shape = self.deleted
+            before = shape.convert(body.d)
+            if before is None:
+                return None
+            return RowChange(schema, table, ts, model.DELETE, None, before, shape.keys, shape.types, position)
+        if body.u is None:
+            return None
+        shape = self.inserted
+        after = shape.convert(body.u)
+        if after is None:
+            return None
+        if body.p is None:
+            return RowChange(schema, table, ts, model.INSERT, after, None, shape.keys, shape.types, position)
+        before = self.previous.convert(body.p)
+        if before is None:
+            return None
+        return RowChange(schema, table, ts, model.UPDATE, after, before, shape.keys, self.update_types, position)
+
+
+#: (schema, table) -> its typed decoder; (shape signatures) -> codec, so tables of one shape share one
+_TABLES: dict[tuple[str, str], _BodyCodec] = {}
+_CODECS: dict[tuple, _BodyCodec] = {}
+
+
+def _learn(table: tuple[str, str], body: dict, current: Optional[_BodyCodec]) -> None:
+    """Teach a table the shapes of a value the reference path just decoded.
+
+    Column maps the value does not have keep the shape they had; a table's first value also stands for the maps
+    it lacks (an update's old image and a delete have the columns of an insert, in the common case).
+    """
+    shapes = [_row_shape(body.get(part)) for part in ("u", "p", "d")]
+    if current is not None:
+        shapes = [shape or known for shape, known in zip(shapes, (current.inserted, current.previous, current.deleted))]
+    stand_in = shapes[0] or shapes[2] or shapes[1]
+    if stand_in is None:
+        return
+    inserted, previous, deleted = (shape or stand_in for shape in shapes)
+    key = (inserted.signature, previous.signature, deleted.signature)
+    codec = _CODECS.get(key)
+    if codec is None:
+        codec = _BodyCodec(inserted, previous, deleted)
+        if len(_CODECS) >= 1024:
+            _CODECS.clear()
+        _CODECS[key] = codec
+    if len(_TABLES) >= 65536:
+        _TABLES.clear()
+    _TABLES[table] = codec
+
+
+def _row_event(schema: str, table: str, ts: int, payload: bytes, position: model.Position, index: int) -> RowChange:
+    """A row event from its value JSON: the table's typed decoder when it reads the value, else the reference."""
+    codec = _TABLES.get((schema, table))
+    if codec is not None:
+        row = codec.row(schema, table, ts, payload, position)
+        if row is not None:
+            return row
+    return _row_reference(schema, table, ts, payload, position, index, codec)
+
+
+def _row_reference(schema: str, table: str, ts: int, payload: bytes, position: model.Position, index: int,
+                   codec: Optional[_BodyCodec]) -> RowChange:
+    """A row event decoded by the reference path, which then teaches the table the value's shapes."""
+    try:
+        body = loads(payload)
+    except JSONDecodeError as exc:
+        raise _payload_error("row value", index, payload, exc) from None
+    row = _row_slow(schema, table, ts, body, position, index)
+    _learn((schema, table), body, codec)
+    return row
+
+
+def _row_slow(schema: str, table: str, ts: int, body: Any, position: model.Position, index: int) -> RowChange:
+    """The reference path: column by column, with a precise error for whatever is wrong; also reads pre-2021
+    messages."""
     if type(body) is not dict:
         raise DecodeError(f"Open Protocol event {index}: row value is not a JSON object")
-    deleted = body.get("d")
-    if deleted:
-        fast = _fast_columns(deleted)
-        if fast is None:
-            return _row_slow(schema, table, ts, body, position, index)
-        before, shape = fast
-        return RowChange(schema, table, ts, model.DELETE, None, before, shape.keys, dict(shape.types), position)
-    fast = _fast_columns(body.get("u"))
-    if fast is None:
-        return _row_slow(schema, table, ts, body, position, index)
-    after, shape = fast
-    types = dict(shape.types)
-    previous = body.get("p")
-    if not previous:
-        return RowChange(schema, table, ts, model.INSERT, after, None, shape.keys, types, position)
-    fast = _fast_columns(previous)
-    if fast is None:
-        return _row_slow(schema, table, ts, body, position, index)
-    before, old_shape = fast
-    if old_shape is not shape:
-        types.update(old_shape.types)
-    return RowChange(schema, table, ts, model.UPDATE, after, before, shape.keys, types, position)
-
-
-def _row_slow(schema: str, table: str, ts: int, body: dict, position: model.Position, index: int) -> RowChange:
-    """Column by column, with a precise error for whatever is wrong; also reads pre-2021 messages."""
     types: dict[str, str] = {}
     keys: list[str] = []
     deleted = body.get("d")
@@ -412,6 +513,18 @@ def _row_slow(schema: str, table: str, ts: int, body: dict, position: model.Posi
             before = None
             op = model.INSERT
     return RowChange(schema, table, ts, op, after, before, tuple(keys), types, position)
+
+
+class _RowKey(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """The key of a plain row event, exactly: what the reference path reads as one."""
+
+    ts: Annotated[int, msgspec.Meta(ge=0, le=(1 << 63) - 1)]  # msgspec's bound; a TSO is far below it
+    scm: str
+    tbl: str
+    t: Literal[1]
+
+
+_decode_row_key = msgspec.json.Decoder(_RowKey).decode
 
 
 class OpenProtocolDecoder:
@@ -436,50 +549,52 @@ class OpenProtocolDecoder:
         topic, partition, offset = message.topic, message.partition, message.offset
         unpack = _U64.unpack_from
         append = events.append
+        decode_row_key = _decode_row_key
+        tables_get = _TABLES.get
         kpos = 8
         vpos = 0
         index = 0
         while kpos < key_len:
-            if kpos + 8 > key_len:
+            start = kpos + 8
+            if start > key_len:
                 raise DecodeError(f"Open Protocol event {index}: key length prefix truncated at byte {kpos}")
-            size = unpack(key, kpos)[0]
-            kpos += 8
-            if kpos + size > key_len:
-                raise DecodeError(f"Open Protocol event {index}: key claims {size} bytes, {key_len - kpos} left")
-            key_json = key[kpos:kpos + size]
-            kpos += size
+            kpos = start + unpack(key, kpos)[0]
+            if kpos > key_len:
+                raise DecodeError(
+                    f"Open Protocol event {index}: key claims {kpos - start} bytes, {key_len - start} left")
+            key_json = key[start:kpos]
+            # the bulk of any topic is plain row keys {ts, scm, tbl, t: 1}: read by a typed decoder; anything else
+            # (DDL, resolved, ohk/ccl fields, odd values) is parsed by orjson and checked by _event
             try:
-                head = loads(key_json)
-            except JSONDecodeError as exc:
-                raise _payload_error("key", index, key_json, exc) from None
+                row_key: Optional[_RowKey] = decode_row_key(key_json)
+            except Exception:  # noqa: BLE001 - msgspec's DecodeError/ValidationError, UnicodeDecodeError, ...
+                row_key = None
+            if row_key is None:
+                try:
+                    head = loads(key_json)
+                except JSONDecodeError as exc:
+                    raise _payload_error("key", index, key_json, exc) from None
             if vpos < value_len:
-                if vpos + 8 > value_len:
+                start = vpos + 8
+                if start > value_len:
                     raise DecodeError(f"Open Protocol event {index}: value length prefix truncated at byte {vpos}")
-                size = unpack(value, vpos)[0]
-                vpos += 8
-                if vpos + size > value_len:
-                    raise DecodeError(
-                        f"Open Protocol event {index}: value claims {size} bytes, {value_len - vpos} left")
-                payload: Optional[bytes] = value[vpos:vpos + size]
-                vpos += size
+                vpos = start + unpack(value, vpos)[0]
+                if vpos > value_len:
+                    raise DecodeError(f"Open Protocol event {index}: value claims {vpos - start} bytes,"
+                                      f" {value_len - start} left")
+                payload: Optional[bytes] = value[start:vpos]
             else:
                 payload = None
             position = make_position(topic, partition, offset, index)
-            # fast path for the bulk of any topic: a plain row key {ts, scm, tbl, t} (more fields, e.g. ohk/ccl,
-            # or anything unusual go through _event, which checks everything)
-            if type(head) is dict and len(head) == 4 and head.get("t") == 1 and payload is not None:
-                ts = head.get("ts")
-                schema = head.get("scm")
-                table = head.get("tbl")
-                if (type(ts) is int and 0 <= ts <= 0xFFFFFFFFFFFFFFFF and type(schema) is str
-                        and type(table) is str):
-                    try:
-                        body = loads(payload)
-                    except JSONDecodeError as exc:
-                        raise _payload_error("row value", index, payload, exc) from None
-                    append(_row_from_body(schema, table, ts, body, position, index))
+            if row_key is not None:
+                if payload is not None:  # _row_event, inlined for the bulk of the stream
+                    schema, table, ts = row_key.scm, row_key.tbl, row_key.ts
+                    codec = tables_get((schema, table))
+                    event = codec.row(schema, table, ts, payload, position) if codec is not None else None
+                    append(event or _row_reference(schema, table, ts, payload, position, index, codec))
                     index += 1
                     continue
+                head = loads(key_json)  # a row key without its value: _event says so
             append(self._event(head, payload, position, index))
             index += 1
         if vpos != value_len:
@@ -527,11 +642,7 @@ class OpenProtocolDecoder:
             raise DecodeError(
                 f"Open Protocol event {index} ({schema}.{table} @ {ts}): the row data is not in the message: it was"
                 f" moved to claim-check storage at {location!r} (large-message-handle-option=claim-check)")
-        try:
-            body = loads(payload)
-        except JSONDecodeError as exc:
-            raise _payload_error("row value", index, payload, exc) from None
-        return _row_from_body(schema, table, ts, body, position, index)
+        return _row_event(schema, table, ts, payload, position, index)
 
     def _ddl(self, head: dict, ts: int, payload: bytes, position: model.Position, index: int) -> DDLEvent:
         schema, table = self._names(head, index)

@@ -18,6 +18,14 @@ Value forms on the wire (tiflow ``pkg/sink/codec/simple``):
 
 ``handleKeyOnly`` and ``claimCheckLocation`` messages need the upstream TiDB or the claim-check storage to be
 completed; the lakehouse has neither, so they are decode errors (dead-letter), never partial rows.
+
+Speed (JSON): DML rows are the bulk of a topic, and reading them from an orjson dict costs a dozen ``dict.get``
+calls and type checks per row. ``SimpleJsonDecoder`` first reads a message with a typed msgspec decoder
+(``_DmlMessage``: every member and its JSON type declared, nothing else allowed), which does those checks in C
+while it parses. Whatever that decoder does not accept (WATERMARK, BOOTSTRAP, DDL, an unknown member, a value of
+an unexpected JSON type, bad JSON, an integer beyond int64) is decoded by the reference path, the dict-based code
+below, which also raises the precise errors; so the typed path only answers for messages it reads exactly as
+the reference path does (``tests/test_decode_simple.py`` checks that with hypothesis).
 """
 
 from __future__ import annotations
@@ -25,8 +33,9 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Annotated, Any, Callable, Literal, Optional, Union
 
+import msgspec
 import orjson
 
 from ticdc_lakehouse.decode import DecoderOptions
@@ -39,6 +48,7 @@ from ticdc_lakehouse.decode._type_text import (
     float32_text,
     is_float32_exact,
 )
+from ticdc_lakehouse.decode.positions import make_position
 from ticdc_lakehouse.model import (
     DELETE,
     INSERT,
@@ -108,7 +118,7 @@ class _SimpleDecoder:
         if not value:
             raise DecodeError(f"{self.name}: empty message value")
         kind, fields = self._parse(value)
-        position = message.position()
+        position = make_position(message.topic, message.partition, message.offset, 0)
         try:
             if kind == "DML":
                 return [self._row(fields, position)]
@@ -276,6 +286,79 @@ class SimpleJsonDecoder(_SimpleDecoder):
             raise DecodeError(f"{self.name}: {kind} message without 'data' or 'old'")
         raise DecodeError(f"{self.name}: unknown message type {kind!r}")
 
+    def decode(self, message: Message) -> list[Event]:
+        """The typed path for DML rows; every other message, or a row it does not read, goes to the reference."""
+        value = message.value
+        if value:
+            try:
+                msg: Optional[_DmlMessage] = _decode_dml(value)
+            except Exception:  # noqa: BLE001 - msgspec's DecodeError/ValidationError, UnicodeDecodeError...:
+                msg = None  # whatever it is, the reference path judges it
+            if msg is not None:
+                row = self._typed_row(msg, message)
+                if row is not None:
+                    return [row]
+        return super().decode(message)
+
+    def _typed_row(self, msg: _DmlMessage, message: Message) -> Optional[RowChange]:
+        """``_row`` for a message ``_decode_dml`` accepted, or None when only the reference path may answer.
+
+        The types already guarantee what ``_row`` checks (names are strings, the type is a DML type, the integers
+        are in range, rows are objects of string/null/Timestamp values); what is left is ``_row``'s logic minus
+        its errors: a message ``_row`` would reject returns None instead. Like ``_row``, both images are
+        converted even when the operation does not keep one (a failure there is an error).
+        """
+        data, old = msg.data, msg.old
+        if msg.handleKeyOnly or msg.claimCheckLocation:
+            return None
+        schema, table = msg.database, msg.table
+        version = msg.schemaVersion or 0
+        cached = self._schemas.get((schema, table, version))
+        if cached is not None and cached.fixes:
+            fixes = cached.fixes
+            if data is not None and not _typed_fixes(data, fixes):
+                return None
+            if old is not None and not _typed_fixes(old, fixes):
+                return None
+        # TIMESTAMP objects become their value, in place (the dicts are msgspec's, fresh for this message)
+        timestamp = _Timestamp
+        if data is not None:
+            for name, value in data.items():
+                if type(value) is timestamp:
+                    data[name] = value.value
+        if old is not None:
+            for name, value in old.items():
+                if type(value) is timestamp:
+                    old[name] = value.value
+        op = DML_OPS[msg.type]
+        if op == DELETE:
+            if old is None:
+                return None
+            data = None
+        elif data is None:
+            return None
+        elif op == INSERT:
+            old = None
+        column_types: dict[str, str] = {}
+        key_columns: tuple[str, ...] = ()
+        if cached is not None:
+            column_types = _row_types(cached.types, data, old)
+            if column_types:
+                key_columns = cached.table.primary_key
+        return RowChange(
+            schema,
+            table,
+            msg.commitTs,
+            op,
+            data,
+            old,
+            key_columns,
+            column_types,
+            make_position(message.topic, message.partition, message.offset, 0),
+            msg.tableID,
+            version,
+        )
+
     def _convert_row(self, raw: Any, fixes: Optional[dict[str, Converter]]) -> dict[str, Optional[str]]:
         """Canonical values, in place in the parsed dict (rows are mostly strings already: no copy needed)."""
         if type(raw) is not dict:
@@ -359,6 +442,73 @@ class SimpleAvroDecoder(_SimpleDecoder):
         return fixes
 
 
+# --- the typed path of JSON DML messages -----------------------------------------------------------------------
+#
+# Every member is declared with the JSON types the reference path reads without an error, and unknown members are
+# forbidden: msgspec does not validate the members it skips (it would accept invalid UTF-8 or an infinite number
+# there, which orjson rejects), so a skipped member could make the two paths disagree. Integers are bounded to
+# int64: msgspec reads integers beyond uint64 exactly, where orjson turns them into floats.
+
+_INT64 = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
+_UINT63 = Annotated[int, msgspec.Meta(ge=0, le=(1 << 63) - 1)]  # msgspec's upper bound; a TSO is far below it
+
+
+class _Timestamp(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """A TIMESTAMP column value ``{"location", "value"}``; the reference path keeps ``value`` only."""
+
+    value: str
+    location: str = ""
+
+
+class _Checksum(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """The row checksum (sent when row-level checksums are on); neither path uses it."""
+
+    version: _INT64 = 0
+    corrupted: bool = False
+    current: _INT64 = 0
+    previous: _INT64 = 0
+
+
+_Row = dict[str, Union[str, None, _Timestamp]]
+
+
+class _DmlMessage(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """A Simple JSON DML message, exactly as far as the reference path reads one without an error."""
+
+    type: Literal["INSERT", "UPDATE", "DELETE"]
+    database: str
+    table: str
+    commitTs: _UINT63
+    version: Optional[_INT64] = None
+    tableID: Optional[_INT64] = None
+    buildTs: Optional[_INT64] = None
+    schemaVersion: Optional[_UINT63] = None
+    data: Optional[_Row] = None
+    old: Optional[_Row] = None
+    handleKeyOnly: Optional[bool] = None
+    claimCheckLocation: Optional[str] = None
+    checksum: Optional[_Checksum] = None
+
+
+_decode_dml = msgspec.json.Decoder(_DmlMessage).decode
+
+
+def _typed_fixes(raw: dict[str, Any], fixes: dict[str, Converter]) -> bool:
+    """The type fixes of ``_apply_fixes`` on a typed row, in place; False where the reference would raise.
+
+    Only strings go through a fix: a TIMESTAMP object in a FLOAT/DOUBLE column keeps its ``value`` in the
+    reference path too (``_json_float`` of an object is ``_json_value``), which the caller's pass then takes.
+    """
+    for name, fix in fixes.items():
+        value = raw.get(name)
+        if type(value) is str:
+            try:
+                raw[name] = fix(value)
+            except DecodeError:
+                return False
+    return True
+
+
 # --- value conversion -----------------------------------------------------------------------------------------
 
 
@@ -378,7 +528,7 @@ def _row_types(
     image = after if after is not None else before
     assert image is not None
     if image.keys() == types.keys() and (before is None or before is image or before.keys() == types.keys()):
-        return dict(types)  # the common case: every column present
+        return types  # the common case: every column present (shared: RowChange.column_types is read-only)
     names = set(image) | set(before or ())
     if not names.issubset(types):
         return {}

@@ -57,6 +57,9 @@ class TargetTable:
     keys: list[TargetColumn] = field(default_factory=list)
     watermark: int = 0
     exists: bool = False
+    #: the keys are Iceberg identifier fields, which are required: never NULL, so the MERGE can join with a plain
+    #: ``=`` (which keeps the change set's partitioning) instead of the null-safe ``<=>`` a keyless table needs
+    keys_required: bool = False
 
     def column(self, name: str) -> Optional[TargetColumn]:
         lowered = name.lower()
@@ -86,8 +89,8 @@ def describe(ji: JavaIceberg, schema: str, table: str) -> TargetTable:
         for f in jschema.columns()
     ]
     identifier = {str(n).lower() for n in jschema.identifierFieldNames()}
-    keys = [c for c in columns if c.name.lower() in identifier] or list(columns)
-    return TargetTable(namespace, name, columns, keys, watermark_of(jtable), True)
+    keys = [c for c in columns if c.name.lower() in identifier]
+    return TargetTable(namespace, name, columns, keys or list(columns), watermark_of(jtable), True, bool(keys))
 
 
 def table_properties(changefeed: str, upstream: str, write_mode: str, extra: Mapping[str, str] = {}) -> dict[str, str]:

@@ -23,7 +23,7 @@ import json
 import os
 import re
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
@@ -271,30 +271,101 @@ def empty_table() -> pa.Table:
     return LANDED_SCHEMA.empty_table()
 
 
-class BackgroundWrites:
-    """One worker thread that encodes, compresses and writes row groups while the caller keeps consuming.
+_HEADERS_TYPE: pa.ListType = LANDED_SCHEMA.field("headers").type
+_NO_HEADER_ITEMS = pa.array([], _HEADERS_TYPE.value_type)
 
-    Parquet encoding, zstd and fsync release the GIL, so they overlap with the consume loop and librdkafka's
-    fetches (the Arrow arrays are built by the caller: that part needs the GIL). At most ``max_pending`` jobs wait at a time (submitting blocks beyond that), which bounds the memory
-    held by row groups not yet written. Jobs run in submission order, so a segment's commit runs after its
-    row groups.
+
+def _zeros(n: int) -> pa.Array:
+    return pa.repeat(pa.scalar(0, pa.int32()), n)
+
+
+def _constant(value: Any, type_: pa.DataType, n: int) -> pa.Array:
+    """``n`` copies of ``value`` (the topic and partition columns).
+
+    Taken from a one-element array in C++: ``pa.repeat`` of a string scalar costs ~1.5 us a row, which made the
+    topic column the most expensive one to build.
+    """
+    return pa.array([value], type_).take(_zeros(n))
+
+
+def _headers_array(headers: Sequence[Optional[Sequence[tuple[str, Optional[bytes]]]]]) -> pa.Array:
+    """The headers column: a record without headers gets an empty list (not null).
+
+    TiCDC sends no Kafka headers, so the common case is a batch without any: its column is only zero offsets,
+    built without converting a Python empty list per record.
+    """
+    if not any(headers):
+        return pa.ListArray.from_arrays(_zeros(len(headers) + 1), _NO_HEADER_ITEMS, type=_HEADERS_TYPE)
+    return pa.array([h or [] for h in headers], _HEADERS_TYPE)
+
+
+def _writer_threads() -> int:
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+class BackgroundWrites:
+    """Worker threads that encode, compress and write row groups while the caller keeps consuming.
+
+    Parquet encoding, zstd (most of landing's CPU) and fsync release the GIL, so they overlap with the consume
+    loop and librdkafka's fetches (the Arrow arrays are built by the caller: that part needs the GIL). Jobs
+    submitted with ``after`` (a segment's previous job) start only once it is done, so each segment's row groups
+    are appended in order and its commit comes last, while different segments are written in parallel: Kafka
+    hands over a backlog partition by partition, so the next partition's row groups compress on another core
+    while the previous one's are still being written. At most ``max_pending`` jobs are pending at a time
+    (submitting blocks beyond that), which bounds the memory held by row groups not yet written.
     """
 
-    def __init__(self, max_pending: int = 4) -> None:
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="landing-writer")
+    def __init__(self, max_pending: int = 8, workers: Optional[int] = None, per_segment: int = 3) -> None:
+        self.per_segment = per_segment
+        self._executor = ThreadPoolExecutor(max_workers=workers or _writer_threads(),
+                                            thread_name_prefix="landing-writer")
         self._slots = threading.BoundedSemaphore(max_pending)
+        self._lock = threading.Lock()
+        self._pending: set[Future] = set()
 
-    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+    def submit(self, fn: Callable[..., Any], *args: Any, after: Optional[Future] = None) -> Future:
+        """Run ``fn(*args)`` on a worker once ``after`` (if any) is done, whatever its outcome."""
         self._slots.acquire()
-        try:
-            future = self._executor.submit(fn, *args)
-        except BaseException:
-            self._slots.release()
-            raise
-        future.add_done_callback(lambda _: self._slots.release())
-        return future
+        job: Future = Future()
+        with self._lock:
+            self._pending.add(job)
+
+        def run() -> None:
+            try:
+                if job.set_running_or_notify_cancel():
+                    try:
+                        job.set_result(fn(*args))
+                    except BaseException as exc:  # noqa: BLE001 - handed to the caller through the future
+                        job.set_exception(exc)
+            finally:
+                with self._lock:
+                    self._pending.discard(job)
+                self._slots.release()
+
+        def start(_: Any = None) -> None:
+            try:
+                self._executor.submit(run)
+            except BaseException as exc:  # noqa: BLE001 - e.g. interpreter shutdown: fail the job, free its slot
+                with self._lock:
+                    self._pending.discard(job)
+                self._slots.release()
+                if job.set_running_or_notify_cancel():
+                    job.set_exception(exc)
+
+        if after is None:
+            start()
+        else:
+            after.add_done_callback(start)  # runs at once when ``after`` is already done
+        return job
 
     def close(self) -> None:
+        """Wait for every submitted job (including ones still waiting for their predecessor), then stop."""
+        while True:
+            with self._lock:
+                pending = list(self._pending)
+            if not pending:
+                break
+            wait(pending)
         self._executor.shutdown(wait=True)
 
     def __enter__(self) -> "BackgroundWrites":
@@ -417,13 +488,13 @@ class SegmentWriter:
         n = len(offsets)
         return pa.Table.from_arrays(
             [
-                pa.repeat(pa.scalar(self.topic, pa.string()), n),
-                pa.repeat(pa.scalar(self.partition, pa.int32()), n),
+                _constant(self.topic, pa.string(), n),
+                _constant(self.partition, pa.int32(), n),
                 pa.array(offsets, pa.int64()),
                 pa.array(timestamps, pa.int64()),
                 pa.array(keys, pa.binary()),
                 pa.array(values, pa.binary()),
-                pa.array([h or [] for h in headers], LANDED_SCHEMA.field("headers").type),
+                _headers_array(headers),
             ],
             schema=LANDED_SCHEMA,
         )
@@ -448,7 +519,10 @@ class SegmentWriter:
             except BaseException as exc:  # noqa: BLE001 - handed to the caller through the future
                 done.set_exception(exc)
             return done
-        job = self._background.submit(fn, *args)
+        lane = self._background.per_segment
+        if len(self._jobs) >= lane:
+            wait([self._jobs[-lane]])  # this segment already has ``lane`` jobs pending
+        job = self._background.submit(fn, *args, after=self._jobs[-1] if self._jobs else None)
         self._jobs.append(job)
         return job
 

@@ -1,8 +1,12 @@
 """Pure DataFrame transforms from decoded row events to the typed change set of one table.
 
-``table_rows`` -> ``split_key_changes`` -> ``collapse_to_last`` -> ``typed_change_set``: each is a function of
-DataFrames, with no I/O, in the style of ``transform(df)`` jobs, so tests can check each step on small frames and
-the whole chain runs in executors (nothing is collected).
+``table_rows`` -> ``split_key_changes`` -> ``typed_events`` -> ``collapse_to_last`` -> ``merge_source``: each is a
+function of DataFrames, with no I/O, in the style of ``transform(df)`` jobs, so tests can check each step on small
+frames and the whole chain runs in executors (nothing is collected).
+
+Why this order: values are typed *before* the collapse, so the collapse's shuffle carries narrow typed columns
+instead of the string maps (and their repeated column names); and the collapse is partitioned by the typed key
+that the MERGE joins on, so Spark reuses that partitioning for the join instead of shuffling the source again.
 """
 
 from __future__ import annotations
@@ -125,6 +129,20 @@ def split_key_changes(rows: DataFrame, keys: Sequence[TargetColumn]) -> DataFram
     )
 
 
+def typed_events(keyed: DataFrame, columns: Sequence[TargetColumn], keys: Sequence[TargetColumn]) -> DataFrame:
+    """Every event with its values typed as the target columns, and a ``_present_<i>`` flag per non-key column
+    telling whether the event carried it (absent values keep the target's value on update). Keys stay ``_k<i>``."""
+    key_index = {key.name.lower(): i for i, key in enumerate(keys)}
+    selected: list[Column] = [F.col(c) for c in ("op", "commit_ts", "partition", "offset", "seq")]
+    selected += [F.col(f"_k{i}") for i in range(len(keys))]
+    for position, column in enumerate(columns):
+        if column.name.lower() in key_index:
+            continue
+        selected.append(typed_value(F.col("_values"), F.col("column_types"), column).alias(f"_c{position}"))
+        selected.append(F.map_contains_key(F.col("_values"), column.name).alias(f"{PRESENT}{position}"))
+    return keyed.select(*selected)
+
+
 def collapse_to_last(keyed: DataFrame, key_count: int) -> DataFrame:
     """Keep the last change of each key: greatest commit ts; at one ts a write beats a delete (a primary-key
     change moving another row onto this key), then the latest delivery (replays are identical)."""
@@ -139,17 +157,16 @@ def collapse_to_last(keyed: DataFrame, key_count: int) -> DataFrame:
     return keyed.withColumn("_rank", F.row_number().over(order)).filter(F.col("_rank") == 1).drop("_rank")
 
 
-def typed_change_set(collapsed: DataFrame, columns: Sequence[TargetColumn], keys: Sequence[TargetColumn]) -> DataFrame:
-    """The MERGE source: ``_op``, every target column typed, and a ``_present_<i>`` flag per non-key column
-    telling whether the event carried it (absent values keep the target's value on update)."""
+def merge_source(collapsed: DataFrame, columns: Sequence[TargetColumn], keys: Sequence[TargetColumn]) -> DataFrame:
+    """The MERGE source: ``_op``, ``_commit_ts``, every target column under its own name, the presence flags."""
     key_index = {key.name.lower(): i for i, key in enumerate(keys)}
     selected: list[Column] = [F.col("op").alias(OP), F.col("commit_ts").alias("_commit_ts")]
     for position, column in enumerate(columns):
         if column.name.lower() in key_index:
             selected.append(F.col(f"_k{key_index[column.name.lower()]}").alias(column.name))
-            continue
-        selected.append(typed_value(F.col("_values"), F.col("column_types"), column).alias(column.name))
-        selected.append(F.map_contains_key(F.col("_values"), column.name).alias(f"{PRESENT}{position}"))
+        else:
+            selected.append(F.col(f"_c{position}").alias(column.name))
+            selected.append(F.col(f"{PRESENT}{position}"))
     return collapsed.select(*selected)
 
 
@@ -157,5 +174,5 @@ def change_set(events: DataFrame, schema: str, table: str, after_ts: int, upto_t
                columns: Sequence[TargetColumn], keys: Sequence[TargetColumn]) -> DataFrame:
     """The whole chain for one table and one ts range."""
     rows = table_rows(events, schema, table, after_ts, upto_ts)
-    keyed = split_key_changes(rows, keys)
-    return typed_change_set(collapse_to_last(keyed, len(keys)), columns, keys)
+    typed = typed_events(split_key_changes(rows, keys), columns, keys)
+    return merge_source(collapse_to_last(typed, len(keys)), columns, keys)

@@ -1,28 +1,33 @@
 """Decode landed segments in Spark executors.
 
 Landed Parquet files are read by Spark and decoded with ``mapInArrow``, so decoding scales with the executors and
-no message ever passes through the driver. Each task builds its decoder once and streams record batches.
+no message ever passes through the driver. Each task builds its decoder once and streams record batches, and
+folds the planner's aggregates over its events on the way (``staged_stats``), handed over by an accumulator.
 """
 
 from __future__ import annotations
 
-from typing import Iterator, Mapping
+from typing import Iterator, Mapping, Optional
 
 import pyarrow as pa
+from pyspark.accumulators import Accumulator
 
 from ticdc_lakehouse.decode import DecoderOptions, decode_safely, make_decoder
 from ticdc_lakehouse.events_arrow import EVENT_ARROW_SCHEMA, EVENT_SPARK_SCHEMA, events_to_batch
+from ticdc_lakehouse.merge.staged_stats import StatsFolder, StatsPart, StatsParam
 from ticdc_lakehouse.model import Message
 
 #: decoded events per output batch: bounds executor memory whatever the segment size
 OUTPUT_BATCH_EVENTS = 4096
 
 
-def decode_batches(protocol: str, options: DecoderOptions):
-    """A ``mapInArrow`` function decoding landed records of ``protocol`` into the event schema."""
+def decode_batches(protocol: str, options: DecoderOptions, stats: Optional[Accumulator] = None):
+    """A ``mapInArrow`` function decoding landed records of ``protocol`` into the event schema; with ``stats``
+    (an accumulator of ``StatsPart``), each task also adds the aggregates of the events it decoded."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         decoder = make_decoder(protocol, options)
+        folder = StatsFolder() if stats is not None else None
         pending = []
         for batch in batches:
             data = batch.to_pydict()
@@ -31,19 +36,18 @@ def decode_batches(protocol: str, options: DecoderOptions):
                 data["topic"], data["partition"], data["offset"], data["timestamp"], data["key"], data["value"],
                 headers_column,
             ):
-                message = Message(
-                    topic=topic,
-                    partition=partition,
-                    offset=offset,
-                    key=key,
-                    value=value,
-                    headers=tuple((h["key"], h["value"]) for h in headers or ()),
-                    timestamp=timestamp,
-                )
+                pairs = tuple((h["key"], h["value"]) for h in headers) if headers else ()
+                message = Message(topic, partition, offset, key, value, pairs, timestamp)
                 pending.extend(decode_safely(decoder, message))
                 if len(pending) >= OUTPUT_BATCH_EVENTS:
+                    if folder is not None:
+                        folder.add(pending)
                     yield events_to_batch(pending)
                     pending = []
+        if folder is not None:
+            # before the last yield: code after it may never run if the consumer stops at the last batch
+            folder.add(pending)
+            stats.add(folder.finish())
         if pending:
             yield events_to_batch(pending)
         else:
@@ -67,7 +71,12 @@ def landed_records(spark, paths: list[str], start_offsets: Mapping[tuple[str, in
 
 
 def decode_landed(spark, paths: list[str], start_offsets: Mapping[tuple[str, int], int], protocol: str,
-                  options: DecoderOptions):
-    """Landed segments -> decoded event DataFrame with ``EVENT_SPARK_SCHEMA``."""
+                  options: DecoderOptions, stats: Optional[Accumulator] = None):
+    """Landed segments -> decoded event DataFrame with ``EVENT_SPARK_SCHEMA`` (see ``decode_batches``)."""
     records = landed_records(spark, paths, start_offsets)
-    return records.mapInArrow(decode_batches(protocol, options), EVENT_SPARK_SCHEMA)
+    return records.mapInArrow(decode_batches(protocol, options, stats), EVENT_SPARK_SCHEMA)
+
+
+def stats_accumulator(spark) -> Accumulator:
+    """A fresh accumulator for the aggregates of one decode (read ``.value`` after the decoding action)."""
+    return spark.sparkContext.accumulator(StatsPart(), StatsParam())

@@ -1,11 +1,12 @@
 """One merge run of a changefeed: landed segments -> Iceberg tables at the global resolved ts.
 
-The driver only plans: it reads small aggregates (per-partition resolved ts, the DDL list, per-table row counts)
-and issues one MERGE per table and DDL barrier. Decoding, collapsing and writing run in executors over the
-staged event files; no change set is ever collected.
+The driver only plans: it reads small aggregates (per-partition resolved ts, the DDL list, per-table row counts,
+folded by the decode tasks themselves, see ``staged_stats``) and issues one MERGE per table and DDL barrier.
+Decoding, collapsing and writing run in executors over the decoded events, cached there; no change set is ever
+collected.
 
 Order of work, following TiCDC's consumer:
-1. decode the landed records after each partition's restart offset, stage them once as Parquet;
+1. decode the landed records after each partition's restart offset, once, into the executors' cache;
 2. cut = min over all partitions of their resolved ts (capped by ``stop_ts``);
 3. for each DDL <= cut in commit-ts order: merge the rows of the tables it touches below its ts, then apply it
    (atomically with its watermark); a DDL Iceberg cannot express halts only its table;
@@ -34,7 +35,7 @@ from ticdc_lakehouse.iceberg.tables import (
     schema_from_row_types,
 )
 from ticdc_lakehouse.merge import ddl_apply
-from ticdc_lakehouse.merge.decode_stage import decode_landed
+from ticdc_lakehouse.merge.decode_stage import decode_landed, stats_accumulator
 from ticdc_lakehouse.merge.flush import flush_table
 from ticdc_lakehouse.merge.plan import (
     DDLRecord,
@@ -47,6 +48,7 @@ from ticdc_lakehouse.merge.plan import (
     restart_offsets,
     table_key,
 )
+from ticdc_lakehouse.merge.staged_stats import StagedStats, finish
 from ticdc_lakehouse.state import Checkpoint, StateStore
 
 log = logging.getLogger(__name__)
@@ -207,76 +209,6 @@ def _ddl_records(rows) -> list[DDLRecord]:
     ]
 
 
-@dataclass
-class StagedStats:
-    """Small aggregates of the staged events, computed in one pass (one Spark job)."""
-
-    resolved: dict[tuple[str, int], int]  # partition -> greatest resolved ts seen
-    rows: dict[TableKey, dict[str, Any]]  # table -> schema/table names, rows, ts range, column types, keys
-    failures: int
-    max_commit_ts: int
-    events: int = 0
-
-
-def infer_precision(types: list[tuple[str, str]], sample: dict) -> list[tuple[str, str]]:
-    """Row events type DECIMAL without precision (Open Protocol, Craft); TiDB writes every value with the
-    column's scale, so a table created from rows takes the scale of a sample value and the widest precision."""
-    result = []
-    for name, descriptor in types:
-        value = sample.get(name)
-        if descriptor == "decimal" and value and "e" not in value.lower():
-            scale = len(value.split(".", 1)[1]) if "." in value else 0
-            descriptor = f"decimal(38,{min(scale, 38)})"
-        result.append((name, descriptor))
-    return result
-
-
-def staged_stats(events) -> StagedStats:
-    from pyspark.sql import functions as F
-
-    grouped = events.groupBy(
-        "kind", "topic", "partition", F.lower("schema_name").alias("s"), F.lower("table_name").alias("t")
-    ).agg(
-        F.first("schema_name").alias("schema"),
-        F.first("table_name").alias("table"),
-        F.count(F.lit(1)).alias("n"),
-        F.min("commit_ts").alias("min_ts"),
-        F.max("commit_ts").alias("max_ts"),
-        F.max_by(F.col("column_types"), F.size("column_types")).alias("column_types"),
-        F.max_by(F.col("column_order"), F.size("column_types")).alias("column_order"),
-        F.max_by(F.col("key_columns"), F.size("column_types")).alias("key_columns"),
-        F.max_by(F.coalesce(F.col("after"), F.col("before")), F.size("column_types")).alias("sample"),
-    )
-    stats = StagedStats({}, {}, 0, 0)
-    for r in grouped.collect():
-        stats.events += r["n"]
-        kind = r["kind"]
-        if kind == "resolved":
-            key = (r["topic"], r["partition"])
-            stats.resolved[key] = max(stats.resolved.get(key, 0), r["max_ts"])
-        elif kind == "error":
-            stats.failures += r["n"]
-        elif kind == "row":
-            stats.max_commit_ts = max(stats.max_commit_ts, r["max_ts"] or 0)
-            key = (r["s"], r["t"])
-            mapping = r["column_types"] or {}
-            types = infer_precision(
-                [(name, mapping[name]) for name in (r["column_order"] or []) if name in mapping], r["sample"] or {}
-            )
-            entry = stats.rows.setdefault(key, {
-                "schema": r["schema"], "table": r["table"], "rows": 0, "min_ts": r["min_ts"], "max_ts": r["max_ts"],
-                "column_types": types, "key_columns": list(r["key_columns"] or []),
-            })
-            entry["rows"] += r["n"]
-            entry["min_ts"] = min(entry["min_ts"], r["min_ts"])
-            entry["max_ts"] = max(entry["max_ts"], r["max_ts"])
-            if len(types) > len(entry["column_types"]):
-                entry["column_types"], entry["key_columns"] = types, list(r["key_columns"] or [])
-        elif kind == "ddl":
-            stats.max_commit_ts = max(stats.max_commit_ts, r["max_ts"] or 0)
-    return stats
-
-
 def run_merge(
     spark,
     settings: Settings,
@@ -325,29 +257,27 @@ def run_merge(
 
         # Decoded once in the executors and kept there (spilling to disk) for every later pass: the stats, the
         # DDL list, one MERGE per table and barrier. Nothing of it goes through the driver.
-        events = decode_landed(spark, paths, start, protocol, options).persist(StorageLevel.MEMORY_AND_DISK)
+        collected = stats_accumulator(spark)
+        events = decode_landed(spark, paths, start, protocol, options, collected).persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            _merge_staged(spark, settings, cf.name, protocol, state, checkpoint, events, partitions, landed_end,
-                          report, stop_ts, say)
+            events.count()  # decodes into the cache; the tasks' aggregates arrive in ``collected``
+            stats = finish(collected.value)
+            _merge_staged(spark, settings, cf.name, protocol, state, checkpoint, events, stats, partitions,
+                          landed_end, report, stop_ts, say)
         finally:
             events.unpersist()
     report.seconds = time.monotonic() - started
     return report
 
 
-def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, events, partitions, landed_end, report,
-                  stop_ts, say) -> None:
+def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, events, stats: StagedStats, partitions,
+                  landed_end, report, stop_ts, say) -> None:
     from pyspark.sql import functions as F
 
     resolved_mode = uses_resolved_ts(protocol, settings.changefeed(changefeed).resolved_ts)
-    stats = staged_stats(events)
     report.events_read = stats.events
     partition_resolved = merge_resolved(checkpoint.partition_resolved, stats.resolved)
-    ddl_rows = events.filter(F.col("kind") == "ddl").select(
-        "commit_ts", "schema_name", "table_name", "ddl_query", "ddl_type", "topic", "partition", "offset", "seq",
-        "table_schema", "is_bootstrap",
-    ).collect()
-    records = _ddl_records(ddl_rows)
+    records = _ddl_records(stats.ddls)
     if resolved_mode:
         plan = plan_run(partitions, partition_resolved, records, stop_ts)
     else:

@@ -28,9 +28,10 @@ class FlushResult:
 
 
 def merge_sql(catalog: str, target: TargetTable, source_view: str) -> str:
-    """The MERGE statement for a typed change set (see ``changes.typed_change_set``)."""
+    """The MERGE statement for a typed change set (see ``changes.merge_source``)."""
     table = f"{quote(catalog)}.{quote(target.namespace)}.{quote(target.name)}"
-    on = " AND ".join(f"t.{quote(k.name)} <=> s.{quote(k.name)}" for k in target.keys)
+    equals = "=" if target.keys_required else "<=>"
+    on = " AND ".join(f"t.{quote(k.name)} {equals} s.{quote(k.name)}" for k in target.keys)
     key_names = {k.name.lower() for k in target.keys}
     assignments = []
     for position, column in enumerate(target.columns):

@@ -1,0 +1,66 @@
+"""The planner's aggregates folded by the decode tasks (merge/staged_stats.py), without Spark."""
+
+from __future__ import annotations
+
+import pickle
+
+from ticdc_lakehouse.merge.staged_stats import StatsFolder, StatsParam, StatsPart, finish
+from ticdc_lakehouse.model import DDLEvent, DecodeFailure, Position, ResolvedEvent, RowChange
+
+
+def row(schema, table, ts, after, types, partition=0, offset=0, op="I", before=None):
+    return RowChange(schema, table, ts, op, after, before, ("id",), types, Position("t", partition, offset))
+
+
+def task_part(events) -> StatsPart:
+    folder = StatsFolder()
+    folder.add(events[: len(events) // 2])
+    folder.add(events[len(events) // 2:])
+    return pickle.loads(pickle.dumps(folder.finish()))  # as the accumulator ships it
+
+
+def test_two_tasks_fold_into_what_the_planner_needs():
+    narrow = {"id": "bigint", "price": "decimal"}
+    wide = {"id": "bigint", "price": "decimal", "note": "varchar"}
+    first = task_part([
+        row("Shop", "Orders", 20, {"id": "1", "price": "1.50"}, narrow, offset=1),
+        ResolvedEvent(25, Position("t", 0, 2)),
+        DDLEvent("shop", "orders", 30, "ALTER TABLE orders ADD note varchar(9)", "ADD_COLUMN", Position("t", 0, 3)),
+        row("shop", "orders", 40, {"id": "2", "price": "2.125", "note": "x"}, wide, offset=4),
+        DecodeFailure("bad bytes", Position("t", 0, 5)),
+    ])
+    second = task_part([
+        row("shop", "ORDERS", 10, None, {"id": "bigint"}, partition=1, offset=7, op="D", before={"id": "9"}),
+        DDLEvent("shop", "orders", 30, "ALTER TABLE orders ADD note varchar(9)", "ADD_COLUMN", Position("t", 1, 8)),
+        ResolvedEvent(35, Position("t", 1, 9)),
+        ResolvedEvent(33, Position("t", 1, 10)),
+        row("shop", "items", 50, {"id": "5"}, {"id": "int"}, partition=1, offset=11),
+    ])
+    param = StatsParam()
+    stats = finish(param.addInPlace(param.addInPlace(param.zero(StatsPart()), first), second))
+
+    assert stats.events == 10 and stats.failures == 1 and stats.max_commit_ts == 50
+    assert stats.resolved == {("t", 0): 25, ("t", 1): 35}
+    assert sorted(stats.rows) == [("shop", "items"), ("shop", "orders")]
+    orders = stats.rows[("shop", "orders")]
+    assert (orders["rows"], orders["min_ts"], orders["max_ts"]) == (3, 10, 40)
+    # the widest column types seen, in upstream order, DECIMAL scale from that event's value
+    assert orders["column_types"] == [("id", "bigint"), ("price", "decimal(38,3)"), ("note", "varchar")]
+    assert orders["key_columns"] == ["id"]
+    assert [(d["partition"], d["offset"]) for d in stats.ddls] == [(0, 3), (1, 8)]
+    assert stats.ddls[0]["ddl_query"].startswith("ALTER TABLE") and stats.ddls[0]["is_bootstrap"] is False
+
+
+def test_a_rerun_task_adds_nothing_the_planner_reads_twice():
+    events = [
+        row("s", "t", 5, {"id": "1"}, {"id": "int"}),
+        DDLEvent("s", "t", 6, "TRUNCATE TABLE t", "TRUNCATE_TABLE", Position("t", 0, 1)),
+        ResolvedEvent(7, Position("t", 0, 2)),
+    ]
+    param = StatsParam()
+    once = finish(param.addInPlace(StatsPart(), task_part(events)))
+    twice = finish(param.addInPlace(param.addInPlace(StatsPart(), task_part(events)), task_part(events)))
+    assert twice.resolved == once.resolved and twice.ddls == once.ddls and twice.max_commit_ts == once.max_commit_ts
+    for key in ("min_ts", "max_ts", "column_types", "key_columns"):
+        assert twice.rows[("s", "t")][key] == once.rows[("s", "t")][key]
+    assert twice.events == 2 * once.events  # counts are only reported

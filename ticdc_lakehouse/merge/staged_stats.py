@@ -1,0 +1,195 @@
+"""What the driver needs to plan a run, gathered while the executors decode.
+
+The planner needs small aggregates of the decoded events: per partition the greatest resolved ts, per table the
+row count, ts range and widest column types, the DDL list, the number of undecodable messages. A Spark aggregate
+over the staged events would cost a full extra pass over them (string maps and all, about a third of the decode
+time); instead every decode task folds its own events into a ``StatsPart`` and hands it to the driver through a
+Spark accumulator, which Spark merges as tasks finish. Only these small parts reach the driver, never events.
+
+Every field is safe to merge twice (Spark re-runs a task whose cached output was lost, and the accumulator then
+sees its part again): maxima, minima, the widest column types and the DDLs keyed by their Kafka position are
+idempotent; the counts are only reported (events read, dead letters), where a re-run's over-count is harmless.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Optional
+
+from pyspark.accumulators import AccumulatorParam
+
+from ticdc_lakehouse.events_arrow import table_schema_to_json
+from ticdc_lakehouse.merge.plan import PartitionKey, TableKey, table_key
+from ticdc_lakehouse.model import DDLEvent, DecodeFailure, Event, ResolvedEvent, RowChange
+
+#: a DDL's Kafka position (topic, partition, offset, seq): the same DDL from a re-run task is the same key
+DDLPosition = tuple[str, int, int, int]
+
+
+@dataclass
+class TableRows:
+    """One table's row events in a part, under the names as they arrived (case merged in ``finish``)."""
+
+    rows: int
+    min_ts: int
+    max_ts: int
+    column_types: list[tuple[str, str]]  # the widest seen, in upstream column order
+    key_columns: list[str]
+    sample: dict[str, Optional[str]]  # the values of the event the widest types came from
+
+    def absorb(self, other: "TableRows") -> None:
+        self.rows += other.rows
+        self.min_ts = min(self.min_ts, other.min_ts)
+        self.max_ts = max(self.max_ts, other.max_ts)
+        if len(other.column_types) > len(self.column_types):
+            self.column_types, self.key_columns, self.sample = other.column_types, other.key_columns, other.sample
+
+
+@dataclass
+class StatsPart:
+    """The aggregates of some of the decoded events (one task's, or all of them once merged)."""
+
+    events: int = 0
+    failures: int = 0
+    max_commit_ts: int = 0
+    resolved: dict[PartitionKey, int] = field(default_factory=dict)
+    rows: dict[tuple[str, str], TableRows] = field(default_factory=dict)
+    ddls: dict[DDLPosition, dict[str, Any]] = field(default_factory=dict)
+
+    def absorb(self, other: "StatsPart") -> "StatsPart":
+        self.events += other.events
+        self.failures += other.failures
+        self.max_commit_ts = max(self.max_commit_ts, other.max_commit_ts)
+        for partition, ts in other.resolved.items():
+            if ts > self.resolved.get(partition, -1):
+                self.resolved[partition] = ts
+        for name, table in other.rows.items():
+            mine = self.rows.get(name)
+            if mine is None:
+                self.rows[name] = TableRows(table.rows, table.min_ts, table.max_ts, table.column_types,
+                                            table.key_columns, table.sample)
+            else:
+                mine.absorb(table)
+        self.ddls.update(other.ddls)
+        return self
+
+
+class StatsParam(AccumulatorParam):
+    """Spark's recipe for merging ``StatsPart`` accumulator values."""
+
+    def zero(self, value: StatsPart) -> StatsPart:
+        return StatsPart()
+
+    def addInPlace(self, value1: StatsPart, value2: StatsPart) -> StatsPart:
+        return value1.absorb(value2)
+
+
+def ddl_fields(event: DDLEvent) -> dict[str, Any]:
+    """A DDL event as the planner reads it (the fields of ``plan.DDLRecord``, under the event-schema names)."""
+    pos = event.position
+    return {
+        "commit_ts": event.commit_ts, "schema_name": event.schema, "table_name": event.table,
+        "ddl_query": event.query, "ddl_type": event.ddl_type, "topic": pos.topic, "partition": pos.partition,
+        "offset": pos.offset, "seq": pos.seq, "table_schema": table_schema_to_json(event.table_schema),
+        "is_bootstrap": event.is_bootstrap,
+    }
+
+
+class StatsFolder:
+    """Folds decoded events into a ``StatsPart`` inside a decode task; cheap per event (it runs for every one)."""
+
+    def __init__(self) -> None:
+        self.part = StatsPart()
+        # per (schema, table): [rows, min ts, max ts, widest event] (a list: updated in place for every row)
+        self._tables: dict[tuple[str, str], list] = {}
+
+    def add(self, events: Iterable[Event]) -> None:
+        tables = self._tables
+        part = self.part
+        count = 0
+        for event in events:
+            count += 1
+            if type(event) is RowChange:
+                ts = event.commit_ts
+                entry = tables.get((event.schema, event.table))
+                if entry is None:
+                    tables[(event.schema, event.table)] = [1, ts, ts, event]
+                    continue
+                entry[0] += 1
+                if ts < entry[1]:
+                    entry[1] = ts
+                elif ts > entry[2]:
+                    entry[2] = ts
+                if len(event.column_types) > len(entry[3].column_types):
+                    entry[3] = event
+            elif type(event) is ResolvedEvent:
+                partition = (event.position.topic, event.position.partition)
+                if event.ts > part.resolved.get(partition, -1):
+                    part.resolved[partition] = event.ts
+            elif type(event) is DDLEvent:
+                pos = event.position
+                part.ddls[(pos.topic, pos.partition, pos.offset, pos.seq)] = ddl_fields(event)
+                part.max_commit_ts = max(part.max_commit_ts, event.commit_ts)
+            elif type(event) is DecodeFailure:
+                part.failures += 1
+        part.events += count
+
+    def finish(self) -> StatsPart:
+        """The part to hand to the accumulator (plain data: it is pickled to the driver)."""
+        part = self.part
+        for name, (rows, min_ts, max_ts, widest) in self._tables.items():
+            part.max_commit_ts = max(part.max_commit_ts, max_ts)
+            values = widest.after if widest.after is not None else (widest.before or {})
+            part.rows[name] = TableRows(rows, min_ts, max_ts, list(widest.column_types.items()),
+                                        list(widest.key_columns), dict(values))
+        self._tables = {}
+        return part
+
+
+def infer_precision(types: list[tuple[str, str]], sample: dict) -> list[tuple[str, str]]:
+    """Row events type DECIMAL without precision (Open Protocol, Craft); TiDB writes every value with the
+    column's scale, so a table created from rows takes the scale of a sample value and the widest precision."""
+    result = []
+    for name, descriptor in types:
+        value = sample.get(name)
+        if descriptor == "decimal" and value and "e" not in value.lower():
+            scale = len(value.split(".", 1)[1]) if "." in value else 0
+            descriptor = f"decimal(38,{min(scale, 38)})"
+        result.append((name, descriptor))
+    return result
+
+
+@dataclass
+class StagedStats:
+    """The planner's view of all staged events: names merged case-insensitively, DDLs in one list."""
+
+    resolved: dict[PartitionKey, int]  # partition -> greatest resolved ts seen
+    rows: dict[TableKey, dict[str, Any]]  # table -> schema/table names, rows, ts range, column types, keys
+    failures: int
+    max_commit_ts: int
+    events: int = 0
+    ddls: list[dict[str, Any]] = field(default_factory=list)
+
+
+def finish(part: StatsPart) -> StagedStats:
+    """The merged part as the planner uses it: tables keyed case-insensitively (TiDB names are), each with the
+    widest column types seen (DECIMAL precision inferred from a sample value)."""
+    rows: dict[TableKey, dict[str, Any]] = {}
+    merged: dict[TableKey, TableRows] = {}
+    names: dict[TableKey, tuple[str, str]] = {}
+    for (schema, table), entry in sorted(part.rows.items()):
+        key = table_key(schema, table)
+        if key in merged:
+            merged[key].absorb(entry)
+        else:
+            merged[key] = TableRows(entry.rows, entry.min_ts, entry.max_ts, entry.column_types, entry.key_columns,
+                                    entry.sample)
+            names[key] = (schema, table)
+    for key, entry in merged.items():
+        rows[key] = {
+            "schema": names[key][0], "table": names[key][1], "rows": entry.rows, "min_ts": entry.min_ts,
+            "max_ts": entry.max_ts, "column_types": infer_precision(entry.column_types, entry.sample),
+            "key_columns": list(entry.key_columns),
+        }
+    ddls = [part.ddls[position] for position in sorted(part.ddls)]
+    return StagedStats(dict(part.resolved), rows, part.failures, part.max_commit_ts, part.events, ddls)
