@@ -167,12 +167,7 @@ class _SimpleDecoder:
             raise DecodeError(f"{self.name}: {msg['type']} without 'data'")
         elif op == INSERT:
             before = None
-        column_types: dict[str, str] = {}
-        key_columns: tuple[str, ...] = ()
-        if cached is not None:
-            column_types = _row_types(cached.types, after, before)
-            if column_types:
-                key_columns = cached.table.primary_key
+        column_types, key_columns = _types_and_keys(cached, after, before)
         return RowChange(  # positional: measurably faster than keywords for this slotted dataclass
             schema,
             table,
@@ -339,12 +334,7 @@ class SimpleJsonDecoder(_SimpleDecoder):
             return None
         elif op == INSERT:
             old = None
-        column_types: dict[str, str] = {}
-        key_columns: tuple[str, ...] = ()
-        if cached is not None:
-            column_types = _row_types(cached.types, data, old)
-            if column_types:
-                key_columns = cached.table.primary_key
+        column_types, key_columns = _types_and_keys(cached, data, old)
         return RowChange(
             schema,
             table,
@@ -519,6 +509,16 @@ def _apply_fixes(raw: dict[str, Any], fixes: Optional[dict[str, Converter]]) -> 
             value = raw.get(name)
             if value is not None:
                 raw[name] = fix(value)
+
+
+def _types_and_keys(
+    cached: Any, after: Optional[dict[str, Any]], before: Optional[dict[str, Any]]
+) -> tuple[dict[str, str], tuple[str, ...]]:
+    """A row's column descriptors and key columns from its cached schema (none while the schema is unknown)."""
+    if cached is None:
+        return {}, ()
+    column_types = _row_types(cached.types, after, before)
+    return column_types, (cached.table.primary_key if column_types else ())
 
 
 def _row_types(

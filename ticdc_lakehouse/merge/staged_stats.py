@@ -13,12 +13,12 @@ idempotent; the counts are only reported (events read, dead letters), where a re
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Optional
 
 from pyspark.accumulators import AccumulatorParam
 
-from ticdc_lakehouse.events_arrow import table_schema_to_json
+from ticdc_lakehouse.events_arrow import event_to_row
 from ticdc_lakehouse.merge.plan import PartitionKey, TableKey, table_key
 from ticdc_lakehouse.model import DDLEvent, DecodeFailure, Event, ResolvedEvent, RowChange
 
@@ -66,8 +66,7 @@ class StatsPart:
         for name, table in other.rows.items():
             mine = self.rows.get(name)
             if mine is None:
-                self.rows[name] = TableRows(table.rows, table.min_ts, table.max_ts, table.column_types,
-                                            table.key_columns, table.sample)
+                self.rows[name] = replace(table)  # a copy: absorbing more must not change ``other``
             else:
                 mine.absorb(table)
         self.ddls.update(other.ddls)
@@ -84,15 +83,15 @@ class StatsParam(AccumulatorParam):
         return value1.absorb(value2)
 
 
+#: the fields of a DDL event the planner reads (those of ``plan.DDLRecord``, under the event-schema names)
+DDL_FIELDS = ("commit_ts", "schema_name", "table_name", "ddl_query", "ddl_type", "topic", "partition", "offset", "seq",
+              "table_schema", "is_bootstrap")
+
+
 def ddl_fields(event: DDLEvent) -> dict[str, Any]:
-    """A DDL event as the planner reads it (the fields of ``plan.DDLRecord``, under the event-schema names)."""
-    pos = event.position
-    return {
-        "commit_ts": event.commit_ts, "schema_name": event.schema, "table_name": event.table,
-        "ddl_query": event.query, "ddl_type": event.ddl_type, "topic": pos.topic, "partition": pos.partition,
-        "offset": pos.offset, "seq": pos.seq, "table_schema": table_schema_to_json(event.table_schema),
-        "is_bootstrap": event.is_bootstrap,
-    }
+    """A DDL event as the planner reads it: the same values the event's staged row holds."""
+    row = event_to_row(event)
+    return {name: row[name] for name in DDL_FIELDS}
 
 
 class StatsFolder:
@@ -182,8 +181,7 @@ def finish(part: StatsPart) -> StagedStats:
         if key in merged:
             merged[key].absorb(entry)
         else:
-            merged[key] = TableRows(entry.rows, entry.min_ts, entry.max_ts, entry.column_types, entry.key_columns,
-                                    entry.sample)
+            merged[key] = replace(entry)
             names[key] = (schema, table)
     for key, entry in merged.items():
         rows[key] = {
