@@ -31,7 +31,7 @@ def frame(spark, events):
     rows = []
     for e in events:
         row = event_to_row(e)
-        for name in ("after", "before", "column_types"):
+        for name in ("after", "before"):
             row[name] = dict(row[name]) if row[name] is not None else None
         rows.append(row)
     return spark.createDataFrame(rows, _parse_datatype_string(EVENT_SPARK_SCHEMA))

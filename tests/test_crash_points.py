@@ -34,6 +34,7 @@ FAULTS = [
     ("backfill.after_landing", 1),
     ("merge.after_table_commit", 2),
     ("merge.after_ddl", 3),
+    ("merge.after_ddl", 5),  # the nullable ADD COLUMN, applied ahead of the rows below it (no barrier)
     ("merge.before_checkpoint", 1),
     ("merge.after_checkpoint", 1),
 ]

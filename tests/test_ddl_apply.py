@@ -84,3 +84,39 @@ def test_drop_database_drops_its_tables(spark, settings, tmp_path):
     write_archive(archive, "t", {0: [(*encoder.encode(e), [], None) for e in events]})
     backfill(settings, archive, protocol="open", spark=spark)
     assert "app" not in [r[0] for r in spark.sql("SHOW NAMESPACES").collect()]
+
+
+def test_adding_a_nullable_column_needs_no_merge_before_it(spark, settings, tmp_path):
+    """ADD COLUMN without a value for existing rows, and metadata-only DDL, are applied ahead of the rows below them:
+    one MERGE for the whole run instead of one per barrier; the DDL's snapshot keeps the old watermark."""
+    with_note = {**A, "note": "varchar"}
+    events = [
+        ddl(100, "", "CREATE DATABASE app", "CREATE_SCHEMA"),
+        ddl(101, "a", "CREATE TABLE app.a (id int PRIMARY KEY, v varchar(10))", "CREATE_TABLE"),
+        row(110, "a", INSERT, {"id": "1", "v": "x"}, A),
+        row(111, "a", INSERT, {"id": "2", "v": "y"}, A),
+        row(112, "a", INSERT, {"id": "4", "v": "gone"}, A),
+        ddl(120, "a", "ALTER TABLE app.a ADD COLUMN note varchar(5) NULL, ADD INDEX idx_v (v)", "ADD_COLUMN"),
+        row(130, "a", UPDATE, {"id": "2", "v": "y2", "note": "n"}, with_note),
+        row(131, "a", INSERT, {"id": "3", "v": "z", "note": None}, with_note),
+        row(132, "a", DELETE, {"id": "4"}, with_note),
+        ddl(140, "a", "ALTER TABLE app.a ALTER COLUMN note SET DEFAULT 'd'", "SET_DEFAULT_VALUE"),
+        row(150, "a", UPDATE, {"id": "1", "v": "x2", "note": "m"}, with_note),
+        ResolvedEvent(200, P0),
+    ]
+    encoder = OpenProtocolEncoder()
+    archive = tmp_path / "archive"
+    write_archive(archive, "t", {0: [(*encoder.encode(e), [], None) for e in events]})
+    report = backfill(settings, archive, protocol="open", spark=spark)["merge"]
+    assert report["halted"] == [] and len(report["ddls_applied"]) == 4
+    assert lake_rows(spark, "SELECT * FROM app.a ORDER BY id") == [
+        {"id": 1, "v": "x2", "note": "m"},
+        {"id": 2, "v": "y2", "note": "n"},
+        {"id": 3, "v": "z", "note": None},
+    ]
+    snapshots = lake_rows(spark, "SELECT summary['tidb.resolved-ts'] AS ts, summary['tidb.ddl-ts'] AS ddl_ts, "
+                                 "summary['added-records'] AS added FROM app.a.snapshots ORDER BY committed_at")
+    assert [(s["ts"], s["ddl_ts"]) for s in snapshots if s["ddl_ts"]] == [("101", "120"), ("101", "140")]
+    assert [s["ts"] for s in snapshots if s["added"]] == ["200"]  # one MERGE: no barrier at 120 or 140
+    again = backfill(settings, archive, protocol="open", spark=spark)["merge"]
+    assert again["ddls_applied"] == [] and len(lake_rows(spark, "SELECT * FROM app.a")) == 3

@@ -44,3 +44,15 @@ def test_rows_only_and_empty_batches():
     rows = [e for e in mixed_events() if isinstance(e, RowChange)]
     assert events_to_batch(rows).to_pylist() == [event_to_row(e) for e in rows]
     assert events_to_batch([]).num_rows == 0
+
+
+def test_only_enum_and_set_columns_sent_by_name_are_listed_per_row():
+    def row(types):
+        return RowChange("s", "t", 1, "I", {name: "1" for name in types}, None, ("id",), types, Position("t", 0, 1))
+
+    by_name = {"id": "int", "e": "enum('a','b')", "s": "set('x')", "v": "varchar"}
+    by_index = {"id": "int", "e": "enum", "s": "set"}
+    shared = dict(by_name)  # decoders share one dict among a layout's rows: the cache must not mix them up
+    batch = events_to_batch([row(by_name), row(by_index), row(shared), row(shared), row({})])
+    assert batch.column("named_enums").to_pylist() == [["e", "s"], None, ["e", "s"], ["e", "s"], None]
+    assert [event_to_row(row(t))["named_enums"] for t in (by_name, by_index)] == [["e", "s"], None]

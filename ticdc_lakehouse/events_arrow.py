@@ -3,6 +3,11 @@
 Decoding runs in Spark executors (``mapInArrow``) and must emit one schema whatever the upstream tables look like,
 so row values are a ``map<string,string>`` of canonical strings (see ``ticdc_lakehouse.values``) and are typed later,
 per table, by the target Iceberg column types. DDL, resolved and failure events share the same record.
+
+A row's column types and key columns are not in the record: the planner gets them from the decode tasks' own
+aggregates (``merge.staged_stats``) and the MERGE from the target table. Repeating them on every row was a third of
+the cost of handing decoded events to Spark and caching them. Only what typing a value needs per row stays:
+``named_enums``, the ENUM/SET columns whose values arrive as member names rather than index/bitmask.
 """
 
 from __future__ import annotations
@@ -36,8 +41,7 @@ EVENT_ARROW_SCHEMA = pa.schema(
         ("op", pa.string()),
         ("after", _STR_MAP),
         ("before", _STR_MAP),
-        ("column_types", _STR_MAP),
-        ("key_columns", pa.list_(pa.string())),
+        ("named_enums", pa.list_(pa.string())),
         ("schema_version", pa.int64()),
         ("ddl_query", pa.string()),
         ("ddl_type", pa.string()),
@@ -53,7 +57,7 @@ EVENT_ARROW_SCHEMA = pa.schema(
 EVENT_SPARK_SCHEMA = (
     "kind string, topic string, partition int, offset bigint, seq int, commit_ts bigint, schema_name string, "
     "table_name string, op string, after map<string,string>, before map<string,string>, "
-    "column_types map<string,string>, key_columns array<string>, schema_version bigint, ddl_query string, "
+    "named_enums array<string>, schema_version bigint, ddl_query string, "
     "ddl_type string, table_schema string, is_bootstrap boolean, error string, raw_key string, raw_value string"
 )
 
@@ -106,8 +110,7 @@ def event_to_row(event: Event) -> dict:
             op=event.op,
             after=list(event.after.items()) if event.after is not None else None,
             before=list(event.before.items()) if event.before is not None else None,
-            column_types=list(event.column_types.items()),
-            key_columns=list(event.key_columns),
+            named_enums=named_enums(event.column_types),
             schema_version=event.schema_version,
         )
     elif isinstance(event, ResolvedEvent):
@@ -129,6 +132,31 @@ def event_to_row(event: Event) -> dict:
     else:  # pragma: no cover - the model is closed
         raise TypeError(f"not an event: {event!r}")
     return row
+
+
+def named_enums(column_types: dict[str, str]) -> Optional[list[str]]:
+    """The ENUM/SET columns whose values are member names: their descriptor keeps the members (``enum('a','b')``);
+    a bare ``enum``/``set`` (or no descriptor) means the value is the index/bitmask. None when there are none."""
+    names = [name for name, descriptor in column_types.items() if descriptor.startswith(("enum(", "set("))]
+    return names or None
+
+
+class _NamedEnums:
+    """``named_enums`` per row, computed once per column-type dict: decoders share one dict among the rows of a
+    layout (``RowChange.column_types`` is read-only), so the cache is keyed by identity, holding the dict alive."""
+
+    __slots__ = ("cache",)
+
+    def __init__(self) -> None:
+        self.cache: dict[int, tuple[dict, Optional[list[str]]]] = {}
+
+    def of(self, column_types: dict[str, str]) -> Optional[list[str]]:
+        hit = self.cache.get(id(column_types))
+        if hit is not None and hit[0] is column_types:
+            return hit[1]
+        names = named_enums(column_types)
+        self.cache[id(column_types)] = (column_types, names)
+        return names
 
 
 class _MapColumn:
@@ -165,9 +193,10 @@ def events_to_batch(events: Iterable[Event]) -> pa.RecordBatch:
     failure events are rare but present in almost every batch (TiCDC sends a resolved event per partition every
     second), so they go through ``event_to_row`` one by one into the same columns, and the fields only they use
     are kept sparse."""
-    after, before, types = _MapColumn(), _MapColumn(), _MapColumn()
+    after, before = _MapColumn(), _MapColumn()
     kind, topic, partition, offset, seq, commit_ts, schema_name, table_name, op = ([] for _ in range(9))
-    keys, versions = [], []
+    enums, versions = [], []
+    enum_names = _NamedEnums()
     rare: dict[str, dict[int, object]] = {}
     index = 0
     for e in events:
@@ -184,8 +213,7 @@ def events_to_batch(events: Iterable[Event]) -> pa.RecordBatch:
             op.append(e.op)
             after.add(e.after)
             before.add(e.before)
-            types.add(e.column_types)
-            keys.append(list(e.key_columns))
+            enums.append(enum_names.of(e.column_types))
             versions.append(e.schema_version)
         else:
             row = event_to_row(e)
@@ -196,8 +224,7 @@ def events_to_batch(events: Iterable[Event]) -> pa.RecordBatch:
             op.append(None)
             after.add(None)
             before.add(None)
-            types.add(None)
-            keys.append(None)
+            enums.append(None)
             versions.append(row["schema_version"])
             for name in _RARE_FIELDS:
                 if row[name] is not None:
@@ -215,8 +242,7 @@ def events_to_batch(events: Iterable[Event]) -> pa.RecordBatch:
         "op": pa.array(op, pa.string()),
         "after": after.array(),
         "before": before.array(),
-        "column_types": types.array(),
-        "key_columns": pa.array(keys, pa.list_(pa.string())),
+        "named_enums": pa.array(enums, pa.list_(pa.string())),
         "schema_version": pa.array(versions, pa.int64()),
     }
     for name, values in rare.items():

@@ -47,18 +47,18 @@ def _mysql_base(descriptor: Optional[str]) -> tuple[str, tuple[str, ...]]:
     return parsed.base, tuple(parsed.elements or ())
 
 
-def typed_value(values: Column, types: Column, column: TargetColumn) -> Column:
+def typed_value(values: Column, named_enums: Column, column: TargetColumn) -> Column:
     """The value of ``column`` in a canonical-string map, cast to the column's Spark type.
 
-    ENUM and SET arrive as index/bitmask from most protocols (a bare ``enum``/``set`` descriptor or none) and as
-    names from others; the element list comes from the target column's MySQL type.
+    ENUM and SET arrive as index/bitmask from most protocols and as names from others (the event lists those in
+    ``named_enums``); the element list comes from the target column's MySQL type.
     """
     raw = values.getItem(column.name)
     spark_type = column.spark_type.lower()
     base, elements = _mysql_base(column.mysql_type)
     if base in ("enum", "set") and elements:
-        wire = F.coalesce(types.getItem(column.name), F.lit(base))
-        is_index = wire.isin(base) & raw.rlike("^[0-9]+$")
+        is_named = F.coalesce(F.array_contains(named_enums, column.name), F.lit(False))
+        is_index = ~is_named & raw.rlike("^[0-9]+$")
         array_sql = "array(" + ", ".join(sql_string(e) for e in elements) + ")"
         number = raw.cast("bigint")
         if base == "enum":
@@ -97,7 +97,7 @@ def table_rows(events: DataFrame, schema: str, table: str, after_ts: int, upto_t
 
 
 def _key_values(values: str, keys: Sequence[TargetColumn]) -> list[Column]:
-    return [typed_value(F.col(values), F.col("column_types"), key) for key in keys]
+    return [typed_value(F.col(values), F.col("named_enums"), key) for key in keys]
 
 
 def split_key_changes(rows: DataFrame, keys: Sequence[TargetColumn]) -> DataFrame:
@@ -138,7 +138,7 @@ def typed_events(keyed: DataFrame, columns: Sequence[TargetColumn], keys: Sequen
     for position, column in enumerate(columns):
         if column.name.lower() in key_index:
             continue
-        selected.append(typed_value(F.col("_values"), F.col("column_types"), column).alias(f"_c{position}"))
+        selected.append(typed_value(F.col("_values"), F.col("named_enums"), column).alias(f"_c{position}"))
         selected.append(F.map_contains_key(F.col("_values"), column.name).alias(f"{PRESENT}{position}"))
     return keyed.select(*selected)
 

@@ -107,12 +107,40 @@ def removal_applied(ctx: "RunContext", schema: str, table: str, ts: int, depth: 
     return False
 
 
+#: summary property of the marker snapshot of a DDL applied without its barrier (see ``deferrable``)
+DDL_TS_PROPERTY = "tidb.ddl-ts"
+
+
+def deferrable(record: DDLRecord) -> bool:
+    """Whether the table's rows below this DDL merge to the same result under the schema after it, so the DDL
+    needs no barrier (no MERGE before it): statements that only add nullable columns with no value for existing
+    rows, or change no column at all (indexes, comments, defaults). Older rows simply lack the new column, which
+    the MERGE already reads as "not sent" (NULL on insert, kept on update). These are the most frequent DDL, and
+    each barrier costs a MERGE of the table."""
+    try:
+        changes = changes_of(record)
+        if not changes or len({table_key(c.schema, c.table) for c in changes}) != 1:
+            return False
+        for change in changes:
+            if isinstance(change, (dp.MetadataOnly, dp.SetDefault)):
+                continue
+            if not isinstance(change, dp.AddColumn):
+                return False
+            if default_fill(parse_type(change.column.mysql_type), change.column) is not None:
+                return False
+        return True
+    except Exception:  # noqa: BLE001 - anything unusual takes the barrier
+        return False
+
+
 def tables_blocked(ctx: "RunContext", record: DDLRecord) -> list[tuple[str, str]]:
     """Tables whose rows below the DDL's ts must be merged before it is applied (the DDL barrier)."""
     try:
         changes = changes_of(record)
     except Exception:  # noqa: BLE001 - a DDL we cannot parse still blocks its own table
         return [(record.schema, record.table)] if record.table else []
+    if deferrable(record):
+        return []
     blocked: list[tuple[str, str]] = []
     for change in changes:
         if isinstance(change, dp.DropSchema):
@@ -267,6 +295,13 @@ def _alter_table(ctx: "RunContext", record: DDLRecord, changes: list) -> bool:
     if target.watermark >= ts:
         return False  # applied before (a rerun, or a DDL replay)
     jtable = ctx.ji.load(target.namespace, target.name)
+    summary = _summary(ctx, record)
+    if deferrable(record):
+        # Applied ahead of the rows below it: its snapshot keeps the table's watermark (those rows are not merged
+        # yet) and names the DDL's ts instead, which is how a rerun knows it is applied.
+        if _deferred_marker_exists(jtable, ts):
+            return False
+        summary = {**summary, RESOLVED_TS_PROPERTY: str(target.watermark), DDL_TS_PROPERTY: str(ts)}
     tx = jtable.newTransaction()
     fills: list[tuple[str, str]] = []
     for change in changes:
@@ -274,13 +309,27 @@ def _alter_table(ctx: "RunContext", record: DDLRecord, changes: list) -> bool:
         if fill is not None:
             fills.append(fill)
     if not fills:
-        ctx.ji.commit_marker(tx, _summary(ctx, record))
+        ctx.ji.commit_marker(tx, summary)
         tx.commitTransaction()
     else:
         tx.commitTransaction()
-        _fill_defaults(ctx, target, fills, _summary(ctx, record))
+        _fill_defaults(ctx, target, fills, summary)
     ctx.target(first.schema, first.table, refresh=True)
     return True
+
+
+def _deferred_marker_exists(jtable, ts: int) -> bool:
+    """Whether a deferred DDL at ``ts`` was applied after the table's last merge (walks back to that merge)."""
+    snapshot = jtable.currentSnapshot()
+    while snapshot is not None:
+        summary = snapshot.summary()
+        if summary.get(DDL_TS_PROPERTY) == str(ts):
+            return True
+        if summary.get(RESOLVED_TS_PROPERTY) and not summary.get(DDL_TS_PROPERTY):
+            return False  # the last merge or barrier DDL: nothing deferred after it is this one
+        parent = snapshot.parentId()
+        snapshot = jtable.snapshot(parent) if parent is not None else None
+    return False
 
 
 def _fill_defaults(ctx: "RunContext", target, fills: list[tuple[str, str]], summary: dict[str, str]) -> None:

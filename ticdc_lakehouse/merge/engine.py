@@ -35,6 +35,7 @@ from ticdc_lakehouse.iceberg.tables import (
     schema_from_row_types,
 )
 from ticdc_lakehouse.merge import ddl_apply
+from ticdc_lakehouse.merge.changes import table_rows
 from ticdc_lakehouse.merge.decode_stage import decode_landed, stats_accumulator
 from ticdc_lakehouse.merge.flush import flush_table
 from ticdc_lakehouse.merge.plan import (
@@ -98,8 +99,7 @@ class RunContext:
     run_id: str
     halted: dict[TableKey, int]
     row_stats: dict[TableKey, dict[str, Any]]
-    barriers: list[int] = field(default_factory=list)  # the run's DDL commit ts, sorted
-    interval_rows: dict[TableKey, dict[int, int]] = field(default_factory=dict)  # rows per barrier interval
+    range_checks: dict[tuple[TableKey, int, int], bool] = field(default_factory=dict)  # has_rows answers asked
     gone: dict[TableKey, int] = field(default_factory=dict)  # dropped or renamed away in this run, at this ts
     removals: dict[TableKey, list] = field(default_factory=dict)  # this run's DROP/RENAME-away per table
     pending: set[TableKey] = field(default_factory=set)  # tables with rows but no schema yet (kept for later)
@@ -159,20 +159,19 @@ class RunContext:
             self.report.tables_merged.append(result.table)
 
     def has_rows(self, key: TableKey, lower: int, upto_ts: int) -> bool:
-        """Whether the table may have rows with ``lower < commit_ts <= upto_ts``: exact at DDL barriers, so a
-        barrier with nothing before it costs no MERGE."""
+        """Whether the table has rows with ``lower < commit_ts <= upto_ts``, so a DDL barrier with nothing before
+        it costs no MERGE. The decode tasks' min/max ts answer most questions; a range cutting into them (a table
+        with rows on both sides of a DDL) asks the cached events once."""
         stats = self.row_stats.get(key)
         if not stats or stats["max_ts"] <= lower or stats["min_ts"] > upto_ts:
             return False
-        counts = self.interval_rows.get(key)
-        if counts is None:
+        if lower < stats["min_ts"] and stats["max_ts"] <= upto_ts:
             return True
-        bounds = [-(1 << 63)] + self.barriers + [1 << 63]
-        for index, count in counts.items():
-            start, end = bounds[index], bounds[index + 1] - 1  # interval [barrier_i, barrier_i+1)
-            if count and max(start, lower + 1) <= min(end, upto_ts):
-                return True
-        return False
+        question = (key, lower, upto_ts)
+        if question not in self.range_checks:
+            rows = table_rows(self.events, stats["schema"], stats["table"], lower, upto_ts)
+            self.range_checks[question] = not rows.isEmpty()
+        return self.range_checks[question]
 
     def create_from_rows(self, schema: str, table: str, since: int = 0) -> Optional[TargetTable]:
         """A table with rows but no CREATE TABLE seen: create it from the rows' column types, if they have them."""
@@ -299,9 +298,6 @@ def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, even
         report=report, resolved_mode=resolved_mode,
     )
     ctx.removals = ddl_apply.removals(plan.ddls)
-    ctx.barriers = sorted({d.commit_ts for d in plan.ddls})
-    if ctx.barriers:
-        ctx.interval_rows = _rows_per_interval(events, ctx.barriers)
     ddl_apply.apply_resolutions(ctx, [h for h in halts if h.resolution])
     for bootstrap in plan.bootstraps:
         ddl_apply.apply_bootstrap(ctx, bootstrap)
@@ -345,23 +341,6 @@ def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, even
         tag_cut(spark, settings, cut, cut_tables)
     report.resolved_ts = max(cut, checkpoint.resolved_ts)
     say(f"{changefeed}: committed cut {report.resolved_ts} to {len(cut_tables)} table(s)")
-
-
-def _rows_per_interval(events, barriers: list[int]) -> dict[TableKey, dict[int, int]]:
-    """Row counts per table and per interval between the run's DDL barriers (one small aggregate)."""
-    from pyspark.sql import functions as F
-
-    bounds = "array(" + ", ".join(f"{int(b)}L" for b in barriers) + ")"
-    interval = F.expr(f"size(filter({bounds}, b -> b <= commit_ts))").alias("interval")
-    grouped = (
-        events.filter(F.col("kind") == "row")
-        .groupBy(F.lower("schema_name").alias("s"), F.lower("table_name").alias("t"), interval)
-        .count()
-    )
-    result: dict[TableKey, dict[int, int]] = {}
-    for r in grouped.collect():
-        result.setdefault((r["s"], r["t"]), {})[r["interval"]] = r["count"]
-    return result
 
 
 def _first_unapplied(events, ctx: RunContext, bound: int, cut: int) -> dict:
