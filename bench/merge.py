@@ -8,6 +8,9 @@ Prints, for each (N, M):
     driver process), sampled every 100 ms;
 and how cost grows with N and with M.
 
+Each case runs in a fresh process with its own Spark session, as a scheduled merge does: no case inherits a
+warmed-up JVM or Python workers from the one before (that made the second case look 1.5x faster than it is).
+
 Usage: .venv/bin/python bench/merge.py [--quick] [--events 100000,1000000] [--rows 1000000,10000000]
 Targets (issue 8): merge of 1M events <= 2.5x the append; 100k events into 10M rows <= 1.5x into 1M rows;
 >= 50k events/s end to end at N = 1M; driver peak < 2 GB.
@@ -16,7 +19,9 @@ Targets (issue 8): merge of 1M events <= 2.5x the append; 100k events into 10M r
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import random
 import shutil
 import sys
@@ -201,7 +206,12 @@ def run_case(events: int, rows: int, workdir: Path) -> dict:
     spark = get_spark(settings, "bench-merge")
     use_catalog(spark, settings)
     build_tables(spark, settings, rows // len(TABLES))
-    final_rows = land_changes(settings, events, rows // len(TABLES))
+    # generated in a child process: the generator's memory must not count as the merge driver's
+    from concurrent.futures import ProcessPoolExecutor
+    import multiprocessing
+
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        final_rows = pool.submit(land_changes, settings, events, rows // len(TABLES)).result()
     marks: dict[str, float] = {}
 
     def progress(message: str) -> None:
@@ -225,13 +235,26 @@ def run_case(events: int, rows: int, workdir: Path) -> dict:
     }
 
 
+def run_case_in_process(events: int, rows: int, workdir: Path) -> dict:
+    """``run_case`` in a fresh Python process and Spark session."""
+    command = [sys.executable, str(Path(__file__).resolve()), "--case", f"{events},{rows}", "--workdir", str(workdir)]
+    done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    return json.loads(lines[-1][len("RESULT "):])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="N=100k, M=1M only")
     parser.add_argument("--events", default="100000,1000000")
     parser.add_argument("--rows", default="1000000,10000000")
     parser.add_argument("--workdir", default=None)
+    parser.add_argument("--case", default=None, help=argparse.SUPPRESS)  # N,M: run one case, print its JSON
     args = parser.parse_args()
+    if args.case:
+        n, m = (int(x) for x in args.case.split(","))
+        print("RESULT " + json.dumps(run_case(n, m, Path(args.workdir))), flush=True)
+        return 0
     events = [100_000] if args.quick else [int(x) for x in args.events.split(",")]
     rows = [1_000_000] if args.quick else [int(x) for x in args.rows.split(",")]
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench-merge-"))
@@ -240,7 +263,7 @@ def main() -> int:
     results = []
     for m in rows:
         for n in events:
-            result = run_case(n, m, workdir)
+            result = run_case_in_process(n, m, workdir)
             results.append(result)
             print(
                 f"N={n:>9,} M={m:>11,}  end-to-end {result['merge_s']:6.1f}s = {result['events_per_s']:7,.0f} events/s "

@@ -33,6 +33,7 @@ FAULTS = [
     ("land.after_rename", 1),
     ("backfill.after_landing", 1),
     ("merge.after_table_commit", 2),
+    ("merge.before_fast_forward", 2),  # a staged change set on its branch, main not moved yet
     ("merge.after_ddl", 3),
     ("merge.after_ddl", 5),  # the nullable ADD COLUMN, applied ahead of the rows below it (no barrier)
     ("merge.before_checkpoint", 1),

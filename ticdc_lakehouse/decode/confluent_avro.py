@@ -206,8 +206,8 @@ class ConfluentAvroDecoder:
             op = UPDATE
         values = writer.convert(record)
         before = None
-        for field in writer.before_fields:  # newer ticdc: optional before-image record
-            extra = record.get(field)
+        for before_field in writer.before_fields:  # newer ticdc: optional before-image record
+            extra = record.get(before_field)
             if isinstance(extra, dict):
                 before = _convert(writer, extra)
         after: Optional[dict[str, Optional[str]]] = values

@@ -154,6 +154,8 @@ class RunContext:
         result = flush_table(
             self.spark, self.ji, self.settings.catalog_name, self.events, stats["schema"] if stats else schema,
             stats["table"] if stats else table, target, upto_ts, has_rows, self.summary(), after_ts=after_ts,
+            always_sent=stats.get("always_sent", frozenset()) if stats else frozenset(),
+            row_events=stats["rows"] if stats else None,
         )
         if result.merged and self.report is not None and result.table not in self.report.tables_merged:
             self.report.tables_merged.append(result.table)

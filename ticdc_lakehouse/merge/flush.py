@@ -2,21 +2,39 @@
 
 The MERGE and the new watermark (``tidb.resolved-ts`` in the snapshot summary) commit together, so after a crash
 the table's own summary says exactly what it already holds and the rerun continues after it.
+
+Two ways to apply a change set (the last change of each key):
+
+* ``MERGE INTO`` (the general way): an outer join of the table with the change set, so every row of the table is
+  read and shuffled to meet its change, whatever the number of changes.
+* the staged way, when every change carries every column (so no update needs a value from the table): on a
+  staging branch, delete the rows of every changed key (the change set's keys are broadcast: the table is only
+  scanned, not shuffled), append the new images, then fast-forward ``main`` to the branch in one atomic catalog
+  commit, watermark included. Readers never see the deletes without the appends; a crash before the
+  fast-forward leaves ``main`` untouched, and the next run drops the stale branch and starts again. It costs half
+  a MERGE on a table of millions of rows. The broadcast keys pass through the driver, so only change sets of at
+  most ``STAGED_MAX_EVENTS`` row events take it.
 """
 
 from __future__ import annotations
 
 import itertools
+import uuid
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
 from ticdc_lakehouse.faults import fault_point
 from ticdc_lakehouse.iceberg.commit import run_with_snapshot_properties
 from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY, JavaIceberg, watermark_of
-from ticdc_lakehouse.iceberg.tables import TargetTable, quote
+from ticdc_lakehouse.iceberg.tables import TargetTable, qualified, quote
 from ticdc_lakehouse.merge.changes import OP, PRESENT, change_set
 
 _view_ids = itertools.count()
+
+#: change sets of at most this many row events may be applied the staged way (their keys are broadcast)
+STAGED_MAX_EVENTS = 2_000_000
+#: name prefix of the staging branches (a crashed run's branch is removed by the next flush of the table)
+STAGING_BRANCH_PREFIX = "lakehouse_stage_"
 
 
 @dataclass(frozen=True)
@@ -27,8 +45,14 @@ class FlushResult:
     merged: bool  # a MERGE ran (False: nothing in range, only the watermark moved)
 
 
-def merge_sql(catalog: str, target: TargetTable, source_view: str) -> str:
-    """The MERGE statement for a typed change set (see ``changes.merge_source``)."""
+def merge_sql(catalog: str, target: TargetTable, source_view: str,
+              always_sent: Optional[frozenset[str]] = frozenset()) -> str:
+    """The MERGE statement for a typed change set (see ``changes.merge_source``).
+
+    An update keeps the target's value of a column its event did not carry (``CASE WHEN s._present_<i>``). For
+    the columns every event of the run carried (``always_sent``, lower case; None when there are no updates at
+    all) it takes the source value directly, so the MERGE does not read them from the target: the target scan
+    shrinks to the key and the row position, which is most of a MERGE's cost on a large table."""
     table = f"{quote(catalog)}.{quote(target.namespace)}.{quote(target.name)}"
     equals = "=" if target.keys_required else "<=>"
     on = " AND ".join(f"t.{quote(k.name)} {equals} s.{quote(k.name)}" for k in target.keys)
@@ -38,7 +62,11 @@ def merge_sql(catalog: str, target: TargetTable, source_view: str) -> str:
         if column.name.lower() in key_names:
             continue
         name = quote(column.name)
-        assignments.append(f"t.{name} = CASE WHEN s.{quote(PRESENT + str(position))} THEN s.{name} ELSE t.{name} END")
+        if always_sent is None or column.name.lower() in always_sent:
+            assignments.append(f"t.{name} = s.{name}")
+        else:
+            assignments.append(
+                f"t.{name} = CASE WHEN s.{quote(PRESENT + str(position))} THEN s.{name} ELSE t.{name} END")
     names = ", ".join(quote(c.name) for c in target.columns)
     values = ", ".join(f"s.{quote(c.name)}" for c in target.columns)
     update = f"WHEN MATCHED THEN UPDATE SET {', '.join(assignments)}\n" if assignments else ""
@@ -48,6 +76,67 @@ def merge_sql(catalog: str, target: TargetTable, source_view: str) -> str:
         f"{update}"
         f"WHEN NOT MATCHED AND s.{OP} <> 'D' THEN INSERT ({names}) VALUES ({values})"
     )
+
+
+def can_stage(target: TargetTable, always_sent: Optional[frozenset[str]], row_events: Optional[int]) -> bool:
+    """Whether a change set may be applied the staged way: keys that are never NULL (plain equality), every
+    non-key column carried by every change (``always_sent``, see ``merge_sql``), and few enough events."""
+    if not target.keys_required or row_events is None or row_events > STAGED_MAX_EVENTS:
+        return False
+    if always_sent is None:
+        return True  # only deletes
+    key_names = {k.name.lower() for k in target.keys}
+    return all(c.name.lower() in always_sent for c in target.columns if c.name.lower() not in key_names)
+
+
+def _branch_head(jtable, branch: str):
+    ref = jtable.refs().get(branch)
+    return jtable.snapshot(ref.snapshotId()) if ref is not None else None
+
+
+def apply_staged(spark, ji: JavaIceberg, catalog: str, target: TargetTable, source,
+                 properties: Mapping[str, str]) -> bool:
+    """Apply a change set (``changes.merge_source``) the staged way (see the module doc); False when the table
+    has no snapshot to branch from (the caller then MERGEs)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    jtable = ji.load(target.namespace, target.name)
+    head = jtable.currentSnapshot()
+    if head is None:
+        return False
+    manage = jtable.manageSnapshots()
+    for name in list(jtable.refs().keySet()):
+        if str(name).startswith(STAGING_BRANCH_PREFIX):
+            manage = manage.removeBranch(name)  # left by a run that crashed before its fast-forward
+    branch = STAGING_BRANCH_PREFIX + uuid.uuid4().hex[:12]
+    manage.createBranch(branch, head.snapshotId()).commit()
+    staged = f"{qualified(catalog, target.namespace, target.name)}.{quote('branch_' + branch)}"
+    source = source.persist(StorageLevel.MEMORY_AND_DISK)  # read twice: its keys, then its new images
+    view = f"_lakehouse_changed_keys_{next(_view_ids)}"
+    try:
+        F.broadcast(source.select(*[quote(k.name) for k in target.keys])).createOrReplaceTempView(view)
+        on = " AND ".join(f"t.{quote(k.name)} = s.{quote(k.name)}" for k in target.keys)
+        spark.sql(f"MERGE INTO {staged} AS t USING {quote(view)} AS s ON {on} WHEN MATCHED THEN DELETE")
+        images = source.filter(F.col(OP) != "D").select(*[F.col(quote(c.name)) for c in target.columns])
+        writer = images.writeTo(staged)
+        for key, value in properties.items():
+            writer = writer.option(f"snapshot-property.{key}", str(value))
+        writer.append()
+    finally:
+        spark.catalog.dropTempView(view)
+        source.unpersist()
+    jtable = ji.load(target.namespace, target.name)
+    last = _branch_head(jtable, branch)
+    if last is None or last.summary().get(RESOLVED_TS_PROPERTY) != properties[RESOLVED_TS_PROPERTY]:
+        append = jtable.newAppend().toBranch(branch)  # nothing to append: the watermark still goes in
+        for key, value in properties.items():
+            append = append.set(key, str(value))
+        append.commit()
+    fault_point("merge.before_fast_forward")
+    jtable = ji.load(target.namespace, target.name)
+    jtable.manageSnapshots().fastForwardBranch("main", branch).removeBranch(branch).commit()
+    return True
 
 
 def flush_table(
@@ -62,10 +151,14 @@ def flush_table(
     has_rows_in_range: bool,
     summary: Mapping[str, str],
     after_ts: Optional[int] = None,
+    always_sent: Optional[frozenset[str]] = frozenset(),
+    row_events: Optional[int] = None,
 ) -> FlushResult:
     """Apply the table's row events with ``watermark < commit_ts <= upto_ts`` and record ``upto_ts``.
 
-    ``after_ts`` overrides the lower bound (-1 for protocols without resolved ts, which rely on offsets).
+    ``after_ts`` overrides the lower bound (-1 for protocols without resolved ts, which rely on offsets);
+    ``always_sent``: see ``merge_sql``; ``row_events``: the table's row events in the run (an upper bound of
+    the change set, see ``can_stage``).
     """
     lower = target.watermark if after_ts is None else after_ts
     label = f"{target.namespace}.{target.name}"
@@ -75,13 +168,16 @@ def flush_table(
     merged = False
     if has_rows_in_range:
         source = change_set(events, upstream_schema, upstream_table, lower, upto_ts, target.columns, target.keys)
-        view = f"_lakehouse_changes_{next(_view_ids)}"
-        source.createOrReplaceTempView(view)
-        statement = merge_sql(catalog, target, view)
-        try:
-            run_with_snapshot_properties(spark, properties, lambda: spark.sql(statement))
-        finally:
-            spark.catalog.dropTempView(view)
+        staged = can_stage(target, always_sent, row_events) and apply_staged(
+            spark, ji, catalog, target, source, properties)
+        if not staged:
+            view = f"_lakehouse_changes_{next(_view_ids)}"
+            source.createOrReplaceTempView(view)
+            statement = merge_sql(catalog, target, view, always_sent)
+            try:
+                run_with_snapshot_properties(spark, properties, lambda: spark.sql(statement))
+            finally:
+                spark.catalog.dropTempView(view)
         merged = True
     jtable = ji.load(target.namespace, target.name)
     if watermark_of(jtable) < upto_ts:

@@ -36,13 +36,22 @@ class TableRows:
     column_types: list[tuple[str, str]]  # the widest seen, in upstream column order
     key_columns: list[str]
     sample: dict[str, Optional[str]]  # the values of the event the widest types came from
+    #: columns (lower case) every insert and update image carried; None: the table had only deletes
+    always_sent: Optional[frozenset[str]] = None
 
     def absorb(self, other: "TableRows") -> None:
         self.rows += other.rows
         self.min_ts = min(self.min_ts, other.min_ts)
         self.max_ts = max(self.max_ts, other.max_ts)
+        self.always_sent = _intersect(self.always_sent, other.always_sent)
         if len(other.column_types) > len(self.column_types):
             self.column_types, self.key_columns, self.sample = other.column_types, other.key_columns, other.sample
+
+
+def _intersect(one: Optional[frozenset[str]], other: Optional[frozenset[str]]) -> Optional[frozenset[str]]:
+    if one is None:
+        return other
+    return one if other is None else one & other
 
 
 @dataclass
@@ -99,7 +108,8 @@ class StatsFolder:
 
     def __init__(self) -> None:
         self.part = StatsPart()
-        # per (schema, table): [rows, min ts, max ts, widest event] (a list: updated in place for every row)
+        # per (schema, table): [rows, min ts, max ts, widest event, {id: column types of its insert/update
+        # images}, every such image had all its typed columns] (a list: updated in place for every row)
         self._tables: dict[tuple[str, str], list] = {}
 
     def add(self, events: Iterable[Event]) -> None:
@@ -112,15 +122,23 @@ class StatsFolder:
                 ts = event.commit_ts
                 entry = tables.get((event.schema, event.table))
                 if entry is None:
-                    tables[(event.schema, event.table)] = [1, ts, ts, event]
-                    continue
+                    entry = tables[(event.schema, event.table)] = [0, ts, ts, event, {}, True]
                 entry[0] += 1
                 if ts < entry[1]:
                     entry[1] = ts
                 elif ts > entry[2]:
                     entry[2] = ts
-                if len(event.column_types) > len(entry[3].column_types):
+                types = event.column_types
+                if len(types) > len(entry[3].column_types):
                     entry[3] = event
+                # which columns every image carries: images of one layout share their types dict (the decoders'
+                # contract), so a layout is looked at once; an image without all its typed columns spoils it
+                after = event.after
+                if after is not None:
+                    if len(after) != len(types):
+                        entry[5] = False
+                    elif id(types) not in entry[4]:
+                        entry[4][id(types)] = types
             elif type(event) is ResolvedEvent:
                 partition = (event.position.topic, event.position.partition)
                 if event.ts > part.resolved.get(partition, -1):
@@ -136,11 +154,16 @@ class StatsFolder:
     def finish(self) -> StatsPart:
         """The part to hand to the accumulator (plain data: it is pickled to the driver)."""
         part = self.part
-        for name, (rows, min_ts, max_ts, widest) in self._tables.items():
+        for name, (rows, min_ts, max_ts, widest, layouts, complete) in self._tables.items():
             part.max_commit_ts = max(part.max_commit_ts, max_ts)
             values = widest.after if widest.after is not None else (widest.before or {})
+            always_sent: Optional[frozenset[str]] = None
+            for types in layouts.values():
+                always_sent = _intersect(always_sent, frozenset(n.lower() for n in types))
+            if not complete:
+                always_sent = frozenset()
             part.rows[name] = TableRows(rows, min_ts, max_ts, list(widest.column_types.items()),
-                                        list(widest.key_columns), dict(values))
+                                        list(widest.key_columns), dict(values), always_sent)
         self._tables = {}
         return part
 
@@ -187,7 +210,7 @@ def finish(part: StatsPart) -> StagedStats:
         rows[key] = {
             "schema": names[key][0], "table": names[key][1], "rows": entry.rows, "min_ts": entry.min_ts,
             "max_ts": entry.max_ts, "column_types": infer_precision(entry.column_types, entry.sample),
-            "key_columns": list(entry.key_columns),
+            "key_columns": list(entry.key_columns), "always_sent": entry.always_sent,
         }
     ddls = [part.ddls[position] for position in sorted(part.ddls)]
     return StagedStats(dict(part.resolved), rows, part.failures, part.max_commit_ts, part.events, ddls)
