@@ -108,8 +108,9 @@ class StatsFolder:
 
     def __init__(self) -> None:
         self.part = StatsPart()
-        # per (schema, table): [rows, min ts, max ts, widest event, {id: column types of its insert/update
-        # images}, every such image had all its typed columns] (a list: updated in place for every row)
+        # per (schema, table): [rows, min ts, max ts, widest event, columns every insert/update image carried
+        # (None before the first), every such image had all its typed columns, the types dict of the last
+        # image] (a list: updated in place for every row)
         self._tables: dict[tuple[str, str], list] = {}
 
     def add(self, events: Iterable[Event]) -> None:
@@ -122,7 +123,7 @@ class StatsFolder:
                 ts = event.commit_ts
                 entry = tables.get((event.schema, event.table))
                 if entry is None:
-                    entry = tables[(event.schema, event.table)] = [0, ts, ts, event, {}, True]
+                    entry = tables[(event.schema, event.table)] = [0, ts, ts, event, None, True, None]
                 entry[0] += 1
                 if ts < entry[1]:
                     entry[1] = ts
@@ -131,14 +132,17 @@ class StatsFolder:
                 types = event.column_types
                 if len(types) > len(entry[3].column_types):
                     entry[3] = event
-                # which columns every image carries: images of one layout share their types dict (the decoders'
-                # contract), so a layout is looked at once; an image without all its typed columns spoils it
+                # which columns every image carries: consecutive images of one layout share their types dict (the
+                # decoders' contract), so only a change of layout costs a set; an image without all its typed
+                # columns spoils it
                 after = event.after
                 if after is not None:
                     if len(after) != len(types):
                         entry[5] = False
-                    elif id(types) not in entry[4]:
-                        entry[4][id(types)] = types
+                    elif types is not entry[6]:
+                        entry[6] = types
+                        names = frozenset(name.lower() for name in types)
+                        entry[4] = names if entry[4] is None else entry[4] & names
             elif type(event) is ResolvedEvent:
                 partition = (event.position.topic, event.position.partition)
                 if event.ts > part.resolved.get(partition, -1):
@@ -154,12 +158,9 @@ class StatsFolder:
     def finish(self) -> StatsPart:
         """The part to hand to the accumulator (plain data: it is pickled to the driver)."""
         part = self.part
-        for name, (rows, min_ts, max_ts, widest, layouts, complete) in self._tables.items():
+        for name, (rows, min_ts, max_ts, widest, always_sent, complete, _) in self._tables.items():
             part.max_commit_ts = max(part.max_commit_ts, max_ts)
             values = widest.after if widest.after is not None else (widest.before or {})
-            always_sent: Optional[frozenset[str]] = None
-            for types in layouts.values():
-                always_sent = _intersect(always_sent, frozenset(n.lower() for n in types))
             if not complete:
                 always_sent = frozenset()
             part.rows[name] = TableRows(rows, min_ts, max_ts, list(widest.column_types.items()),
