@@ -36,3 +36,25 @@ def snapshot_watermarks(spark, name: str) -> list[int]:
         f"SELECT summary['tidb.resolved-ts'] AS ts FROM {name}.snapshots ORDER BY committed_at"
     ).collect()
     return [int(r["ts"]) for r in rows if r["ts"] is not None]
+
+
+def create_app_table(at, table_sql: str = "CREATE TABLE app.a (id int PRIMARY KEY, v varchar(9), w varchar(9))"):
+    """The DDL events that create database ``app`` and one table in it (commit ts 100 and 101)."""
+    from ticdc_lakehouse.model import DDLEvent
+
+    return [DDLEvent("app", "", 100, "CREATE DATABASE app", "CREATE_SCHEMA", at),
+            DDLEvent("app", "a", 101, table_sql, "CREATE_TABLE", at)]
+
+
+def backfill_open_protocol_runs(spark, settings, archive, *runs) -> list[dict[str, Any]]:
+    """Each list of events appended to the archive (Open Protocol, partition 0), then backfilled: one merge run each."""
+    from ticdc_lakehouse.archive_writer import write_archive
+    from ticdc_lakehouse.encode.open_protocol import OpenProtocolEncoder
+    from ticdc_lakehouse.pipeline import backfill
+
+    encoder = OpenProtocolEncoder()
+    reports = []
+    for events in runs:
+        write_archive(archive, "t", {0: [(*encoder.encode(e), [], None) for e in events]})
+        reports.append(backfill(settings, archive, protocol="open", spark=spark))
+    return reports

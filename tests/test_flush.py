@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.lake_helpers import lake_rows
-from ticdc_lakehouse.archive_writer import write_archive
-from ticdc_lakehouse.encode.open_protocol import OpenProtocolEncoder
+from tests.lake_helpers import backfill_open_protocol_runs, create_app_table, lake_rows
 from ticdc_lakehouse.iceberg.tables import TargetTable
 from ticdc_lakehouse.merge.changes import TargetColumn
 from ticdc_lakehouse.merge.flush import STAGED_MAX_EVENTS, can_stage, merge_sql
-from ticdc_lakehouse.model import DELETE, INSERT, UPDATE, DDLEvent, Position, ResolvedEvent, RowChange
-from ticdc_lakehouse.pipeline import backfill
+from ticdc_lakehouse.model import DELETE, INSERT, UPDATE, Position, ResolvedEvent, RowChange
 
 AT = Position("t", 0, 0)
 FULL = {"id": "int", "v": "varchar", "w": "varchar"}
@@ -42,12 +39,8 @@ def row(ts, op, values):
 
 @pytest.mark.spark
 def test_full_images_are_staged_on_a_branch_and_main_moves_once(spark, settings, tmp_path):
-    encoder = OpenProtocolEncoder()
-    archive = tmp_path / "archive"
     first = [
-        DDLEvent("app", "", 100, "CREATE DATABASE app", "CREATE_SCHEMA", AT),
-        DDLEvent("app", "a", 101, "CREATE TABLE app.a (id int PRIMARY KEY, v varchar(9), w varchar(9))",
-                 "CREATE_TABLE", AT),
+        *create_app_table(AT),
         row(110, INSERT, {"id": "1", "v": "a", "w": "b"}),
         row(111, INSERT, {"id": "2", "v": "c", "w": "d"}),
         row(112, INSERT, {"id": "3", "v": "e", "w": "f"}),
@@ -60,12 +53,11 @@ def test_full_images_are_staged_on_a_branch_and_main_moves_once(spark, settings,
         row(213, UPDATE, {"id": "4", "v": "g2", "w": "h"}),
         ResolvedEvent(300, AT),
     ]
-    write_archive(archive, "t", {0: [(*encoder.encode(e), [], None) for e in first]})
-    backfill(settings, archive, protocol="open", spark=spark)
+    archive = tmp_path / "archive"
+    backfill_open_protocol_runs(spark, settings, archive, first)
     # a staging branch a crashed run left behind is dropped by the next flush
     spark.sql("ALTER TABLE app.a CREATE BRANCH lakehouse_stage_crashed")
-    write_archive(archive, "t", {0: [(*encoder.encode(e), [], None) for e in second]})
-    backfill(settings, archive, protocol="open", spark=spark)
+    backfill_open_protocol_runs(spark, settings, archive, second)
     assert lake_rows(spark, "SELECT * FROM app.a ORDER BY id") == [
         {"id": 1, "v": "a2", "w": "b2"},
         {"id": 3, "v": "e", "w": "f"},

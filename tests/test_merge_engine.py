@@ -220,9 +220,8 @@ def test_without_resolved_events_everything_landed_is_applied_in_key_order(spark
 def test_an_update_without_some_columns_keeps_their_lake_values(spark, settings, tmp_path):
     """Images that do not carry every column (partial updates): the MERGE keeps the lake's value of what was not
     sent, while columns every image carried are taken straight from the change set."""
-    from ticdc_lakehouse.archive_writer import write_archive
-    from ticdc_lakehouse.encode.open_protocol import OpenProtocolEncoder
-    from ticdc_lakehouse.model import INSERT, UPDATE, DDLEvent, Position, ResolvedEvent, RowChange
+    from tests.lake_helpers import backfill_open_protocol_runs, create_app_table
+    from ticdc_lakehouse.model import INSERT, UPDATE, Position, ResolvedEvent, RowChange
 
     full, narrow, at = {"id": "int", "v": "varchar", "w": "varchar"}, {"id": "int", "v": "varchar"}, Position("t", 0, 0)
 
@@ -230,12 +229,8 @@ def test_an_update_without_some_columns_keeps_their_lake_values(spark, settings,
         before = {"id": after["id"]} if op == UPDATE else None
         return RowChange("app", "a", ts, op, after, before, ("id",), types, at)
 
-    encoder = OpenProtocolEncoder()
-    archive = tmp_path / "archive"
     first = [
-        DDLEvent("app", "", 100, "CREATE DATABASE app", "CREATE_SCHEMA", at),
-        DDLEvent("app", "a", 101, "CREATE TABLE app.a (id int PRIMARY KEY, v varchar(9), w varchar(9))",
-                 "CREATE_TABLE", at),
+        *create_app_table(at),
         row(110, INSERT, {"id": "1", "v": "x", "w": "y"}, full),
         row(111, INSERT, {"id": "2", "v": "b", "w": "c"}, full),
         ResolvedEvent(200, at),
@@ -245,10 +240,7 @@ def test_an_update_without_some_columns_keeps_their_lake_values(spark, settings,
         row(211, UPDATE, {"id": "2", "v": "b2", "w": "c2"}, full),
         ResolvedEvent(300, at),
     ]
-    write_archive(archive, "t", {0: [(*encoder.encode(e), [], None) for e in first]})
-    backfill(settings, archive, protocol="open", spark=spark)
-    write_archive(archive, "t", {0: [(*encoder.encode(e), [], None) for e in second]})
-    backfill(settings, archive, protocol="open", spark=spark)
+    backfill_open_protocol_runs(spark, settings, tmp_path / "archive", first, second)
     assert lake_rows(spark, "SELECT * FROM app.a ORDER BY id") == [
         {"id": 1, "v": "x2", "w": "y"},
         {"id": 2, "v": "b2", "w": "c2"},
