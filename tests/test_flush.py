@@ -38,7 +38,12 @@ def row(ts, op, values):
 
 
 @pytest.mark.spark
-def test_full_images_are_staged_on_a_branch_and_main_moves_once(spark, settings, tmp_path):
+@pytest.mark.parametrize("write_mode", ["merge-on-read", "copy-on-write"])
+def test_full_images_are_staged_on_a_branch_and_main_moves_once(spark, tmp_path, write_mode):
+    from ticdc_lakehouse.config import load_settings
+
+    (tmp_path / "none.toml").write_text(f'[merge]\nwrite_mode = "{write_mode}"\n')  # the fixture's config file
+    settings = load_settings()
     first = [
         *create_app_table(AT),
         row(110, INSERT, {"id": "1", "v": "a", "w": "b"}),
@@ -68,6 +73,10 @@ def test_full_images_are_staged_on_a_branch_and_main_moves_once(spark, settings,
                                "JOIN app.a.snapshots s ON h.snapshot_id = s.snapshot_id ORDER BY h.made_current_at")
     assert [h["ts"] for h in history[-2:]] == ["200", "300"]  # main moved once, to the run's last snapshot
     last = lake_rows(spark, "SELECT parent_id FROM app.a.snapshots WHERE summary['tidb.resolved-ts'] = '300'")
-    staged_delete = lake_rows(spark, "SELECT summary['tidb.resolved-ts'] AS ts, summary['added-delete-files'] AS d "
-                                     f"FROM app.a.snapshots WHERE snapshot_id = {last[0]['parent_id']}")
-    assert staged_delete == [{"ts": None, "d": "1"}]  # below it on the branch: the deletes, without a watermark
+    staged_delete = lake_rows(spark, "SELECT summary['tidb.resolved-ts'] AS ts, summary['deleted-records'] AS gone, "
+                                     "summary['added-position-deletes'] AS marked FROM app.a.snapshots "
+                                     f"WHERE snapshot_id = {last[0]['parent_id']}")
+    # below it on the branch: the deletes of keys 1 and 2, without a watermark (files rewritten, or rows marked)
+    expected = {"ts": None, "gone": None, "marked": "2"} if write_mode == "merge-on-read" else \
+        {"ts": None, "gone": "2", "marked": None}
+    assert staged_delete == [expected]
