@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pickle
 
-from ticdc_lakehouse.merge.staged_stats import StatsFolder, StatsParam, StatsPart, finish
+from ticdc_lakehouse.merge.staged_stats import StatsFolder, StatsParam, StatsPart, columns_sent, finish
 from ticdc_lakehouse.model import DDLEvent, DecodeFailure, Position, ResolvedEvent, RowChange
 
 
@@ -47,7 +47,8 @@ def test_two_tasks_fold_into_what_the_planner_needs():
     # the widest column types seen, in upstream order, DECIMAL scale from that event's value
     assert orders["column_types"] == [("id", "bigint"), ("price", "decimal(38,3)"), ("note", "varchar")]
     assert orders["key_columns"] == ["id"]
-    assert orders["always_sent"] == {"id", "price"}  # the first image had no note (the delete does not count)
+    # the first image had no note (the delete does not count)
+    assert columns_sent(orders["layouts"]) == {"id", "price"}
     assert [(d["partition"], d["offset"]) for d in stats.ddls] == [(0, 3), (1, 8)]
     assert stats.ddls[0]["ddl_query"].startswith("ALTER TABLE") and stats.ddls[0]["is_bootstrap"] is False
 
@@ -62,7 +63,7 @@ def test_a_rerun_task_adds_nothing_the_planner_reads_twice():
     once = finish(param.addInPlace(StatsPart(), task_part(events)))
     twice = finish(param.addInPlace(param.addInPlace(StatsPart(), task_part(events)), task_part(events)))
     assert twice.resolved == once.resolved and twice.ddls == once.ddls and twice.max_commit_ts == once.max_commit_ts
-    for key in ("min_ts", "max_ts", "column_types", "key_columns", "always_sent"):
+    for key in ("min_ts", "max_ts", "column_types", "key_columns", "layouts"):
         assert twice.rows[("s", "t")][key] == once.rows[("s", "t")][key]
     assert twice.events == 2 * once.events  # counts are only reported
 
@@ -71,14 +72,23 @@ def test_columns_every_insert_and_update_image_carried():
     full = {"ID": "int", "v": "varchar", "w": "varchar"}
     shared = dict(full)  # one layout's rows share their types dict, as the decoders do
     narrow = {"id": "int", "v": "varchar"}
-    only_deletes = task_part([row("s", "d", 1, None, {"id": "int"}, op="D", before={"id": "1"})])
-    assert finish(only_deletes).rows[("s", "d")]["always_sent"] is None  # no update: nothing to keep
-    one_layout = task_part([row("s", "t", 1, {"ID": "1", "v": "a", "w": "b"}, shared, offset=i) for i in range(3)])
-    assert finish(one_layout).rows[("s", "t")]["always_sent"] == {"id", "v", "w"}
-    param = StatsParam()
+
+    def sent(*parts, added=None):
+        param = StatsParam()
+        merged = StatsPart()
+        for part in parts:
+            merged = param.addInPlace(merged, part)
+        return columns_sent(finish(merged).rows[("s", "t")]["layouts"], added)
+
+    only_deletes = task_part([row("s", "t", 1, None, {"id": "int"}, op="D", before={"id": "1"})])
+    assert sent(only_deletes) is None  # no update: nothing to keep
+    one_layout = task_part([row("s", "t", 5 + i, {"ID": "1", "v": "a", "w": "b"}, shared, offset=i) for i in range(3)])
+    assert sent(one_layout) == {"id", "v", "w"}
     with_narrow = task_part([row("s", "t", 2, {"id": "2", "v": "c"}, narrow, op="U", before={"id": "2"})])
-    both = finish(param.addInPlace(param.addInPlace(StatsPart(), one_layout), with_narrow))
-    assert both.rows[("s", "t")]["always_sent"] == {"id", "v"}  # w is kept from the target where not sent
+    assert sent(one_layout, with_narrow) == {"id", "v"}  # w is kept from the target where not sent
+    # ... unless w was added in this run after every image without it (ts 2 < 3): the table holds NULL there
+    assert sent(one_layout, with_narrow, added={"w": 3}) == {"id", "v", "w"}
+    assert sent(one_layout, with_narrow, added={"w": 2}) == {"id", "v"}  # an image at the DDL's ts lacks it
     # an image without a value for one of its typed columns: nothing is known to be always sent
     partial = task_part([row("s", "t", 3, {"id": "3"}, full)])
-    assert finish(param.addInPlace(StatsPart(), partial)).rows[("s", "t")]["always_sent"] == frozenset()
+    assert sent(partial, one_layout) == frozenset()

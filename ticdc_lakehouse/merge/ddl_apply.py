@@ -298,7 +298,12 @@ def _alter_table(ctx: "RunContext", record: DDLRecord, changes: list) -> bool:
     summary = _summary(ctx, record)
     if deferrable(record):
         # Applied ahead of the rows below it: its snapshot keeps the table's watermark (those rows are not merged
-        # yet) and names the DDL's ts instead, which is how a rerun knows it is applied.
+        # yet) and names the DDL's ts instead, which is how a rerun knows it is applied. Its new columns are
+        # NULL in the table until the run's rows are merged (see staged_stats.columns_sent).
+        added = ctx.added_in_run.setdefault(table_key(first.schema, first.table), {})
+        for change in changes:
+            if isinstance(change, dp.AddColumn):
+                added[change.column.name.lower()] = ts
         if _deferred_marker_exists(jtable, ts):
             return False
         summary = {**summary, RESOLVED_TS_PROPERTY: str(target.watermark), DDL_TS_PROPERTY: str(ts)}

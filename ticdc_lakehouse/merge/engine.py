@@ -49,7 +49,7 @@ from ticdc_lakehouse.merge.plan import (
     restart_offsets,
     table_key,
 )
-from ticdc_lakehouse.merge.staged_stats import StagedStats, finish
+from ticdc_lakehouse.merge.staged_stats import StagedStats, columns_sent, finish
 from ticdc_lakehouse.state import Checkpoint, StateStore
 
 log = logging.getLogger(__name__)
@@ -100,6 +100,7 @@ class RunContext:
     halted: dict[TableKey, int]
     row_stats: dict[TableKey, dict[str, Any]]
     range_checks: dict[tuple[TableKey, int, int], bool] = field(default_factory=dict)  # has_rows answers asked
+    added_in_run: dict[TableKey, dict[str, int]] = field(default_factory=dict)  # see ddl_apply.deferrable
     gone: dict[TableKey, int] = field(default_factory=dict)  # dropped or renamed away in this run, at this ts
     removals: dict[TableKey, list] = field(default_factory=dict)  # this run's DROP/RENAME-away per table
     pending: set[TableKey] = field(default_factory=set)  # tables with rows but no schema yet (kept for later)
@@ -154,7 +155,7 @@ class RunContext:
         result = flush_table(
             self.spark, self.ji, self.settings.catalog_name, self.events, stats["schema"] if stats else schema,
             stats["table"] if stats else table, target, upto_ts, has_rows, self.summary(), after_ts=after_ts,
-            always_sent=stats.get("always_sent", frozenset()) if stats else frozenset(),
+            always_sent=columns_sent(stats["layouts"], self.added_in_run.get(key)) if stats else frozenset(),
             row_events=stats["rows"] if stats else None,
         )
         if result.merged and self.report is not None and result.table not in self.report.tables_merged:

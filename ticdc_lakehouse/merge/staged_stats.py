@@ -36,22 +36,52 @@ class TableRows:
     column_types: list[tuple[str, str]]  # the widest seen, in upstream column order
     key_columns: list[str]
     sample: dict[str, Optional[str]]  # the values of the event the widest types came from
-    #: columns (lower case) every insert and update image carried; None: the table had only deletes
-    always_sent: Optional[frozenset[str]] = None
+    #: the column sets (lower case) of the insert and update images, each with the greatest commit ts it had;
+    #: None when some image lacked a value for a column it typed, or there were too many sets to keep
+    layouts: Optional[dict[frozenset[str], int]] = field(default_factory=dict)
 
     def absorb(self, other: "TableRows") -> None:
         self.rows += other.rows
         self.min_ts = min(self.min_ts, other.min_ts)
         self.max_ts = max(self.max_ts, other.max_ts)
-        self.always_sent = _intersect(self.always_sent, other.always_sent)
+        self.layouts = _merge_layouts(self.layouts, other.layouts)
         if len(other.column_types) > len(self.column_types):
             self.column_types, self.key_columns, self.sample = other.column_types, other.key_columns, other.sample
 
 
-def _intersect(one: Optional[frozenset[str]], other: Optional[frozenset[str]]) -> Optional[frozenset[str]]:
-    if one is None:
-        return other
-    return one if other is None else one & other
+#: more column sets than this in one table's images: the planner stops reasoning about them (see columns_sent)
+MAX_LAYOUTS = 64
+
+
+def _merge_layouts(one: Optional[dict[frozenset[str], int]],
+                   other: Optional[dict[frozenset[str], int]]) -> Optional[dict[frozenset[str], int]]:
+    if one is None or other is None:
+        return None
+    merged = dict(one)
+    for names, ts in other.items():
+        if ts > merged.get(names, -1):
+            merged[names] = ts
+    return merged if len(merged) <= MAX_LAYOUTS else None
+
+
+def columns_sent(layouts: Optional[dict[frozenset[str], int]],
+                 added_in_run: Optional[dict[str, int]] = None) -> Optional[frozenset[str]]:
+    """The columns (lower case) whose value every insert and update image gives: the MERGE takes them from the
+    change set, not from the table. None when there is no such image (only deletes).
+
+    ``added_in_run``: columns added in this run, ahead of the rows below them (column -> DDL commit ts, see
+    ``ddl_apply.deferrable``). An image older than such a column cannot carry it, and the table's value is
+    still NULL then (added without a value for existing rows, nothing merged since), so it counts as sent
+    when every image lacking it is older than its DDL."""
+    if layouts is None:
+        return frozenset()
+    if not layouts:
+        return None
+    sent = frozenset.intersection(*layouts)
+    for column, ddl_ts in (added_in_run or {}).items():
+        if column not in sent and all(ts < ddl_ts for names, ts in layouts.items() if column not in names):
+            sent = sent | {column}
+    return sent
 
 
 @dataclass
@@ -108,9 +138,9 @@ class StatsFolder:
 
     def __init__(self) -> None:
         self.part = StatsPart()
-        # per (schema, table): [rows, min ts, max ts, widest event, columns every insert/update image carried
-        # (None before the first), every such image had all its typed columns, the types dict of the last
-        # image] (a list: updated in place for every row)
+        # per (schema, table): [rows, min ts, max ts, widest event, {column set of insert/update images: their
+        # greatest ts}, every such image had all its typed columns, the types dict of the last image, its
+        # column set] (a list: updated in place for every row)
         self._tables: dict[tuple[str, str], list] = {}
 
     def add(self, events: Iterable[Event]) -> None:
@@ -123,7 +153,7 @@ class StatsFolder:
                 ts = event.commit_ts
                 entry = tables.get((event.schema, event.table))
                 if entry is None:
-                    entry = tables[(event.schema, event.table)] = [0, ts, ts, event, None, True, None]
+                    entry = tables[(event.schema, event.table)] = [0, ts, ts, event, {}, True, None, None]
                 entry[0] += 1
                 if ts < entry[1]:
                     entry[1] = ts
@@ -132,17 +162,23 @@ class StatsFolder:
                 types = event.column_types
                 if len(types) > len(entry[3].column_types):
                     entry[3] = event
-                # which columns every image carries: consecutive images of one layout share their types dict (the
-                # decoders' contract), so only a change of layout costs a set; an image without all its typed
-                # columns spoils it
+                # which columns the images carry, and until when: consecutive images of one layout share their
+                # types dict (the decoders' contract), so only a change of layout costs a set; an image without
+                # all its typed columns spoils it
                 after = event.after
                 if after is not None:
                     if len(after) != len(types):
                         entry[5] = False
-                    elif types is not entry[6]:
-                        entry[6] = types
-                        names = frozenset(name.lower() for name in types)
-                        entry[4] = names if entry[4] is None else entry[4] & names
+                    else:
+                        if types is not entry[6]:
+                            entry[6] = types
+                            entry[7] = frozenset(name.lower() for name in types)
+                        layouts = entry[4]
+                        if ts > layouts.get(entry[7], -1):
+                            layouts[entry[7]] = ts
+                            if len(layouts) > MAX_LAYOUTS:
+                                entry[5] = False
+                                layouts.clear()
             elif type(event) is ResolvedEvent:
                 partition = (event.position.topic, event.position.partition)
                 if event.ts > part.resolved.get(partition, -1):
@@ -158,13 +194,11 @@ class StatsFolder:
     def finish(self) -> StatsPart:
         """The part to hand to the accumulator (plain data: it is pickled to the driver)."""
         part = self.part
-        for name, (rows, min_ts, max_ts, widest, always_sent, complete, _) in self._tables.items():
+        for name, (rows, min_ts, max_ts, widest, layouts, complete, _, _) in self._tables.items():
             part.max_commit_ts = max(part.max_commit_ts, max_ts)
             values = widest.after if widest.after is not None else (widest.before or {})
-            if not complete:
-                always_sent = frozenset()
             part.rows[name] = TableRows(rows, min_ts, max_ts, list(widest.column_types.items()),
-                                        list(widest.key_columns), dict(values), always_sent)
+                                        list(widest.key_columns), dict(values), layouts if complete else None)
         self._tables = {}
         return part
 
@@ -211,7 +245,7 @@ def finish(part: StatsPart) -> StagedStats:
         rows[key] = {
             "schema": names[key][0], "table": names[key][1], "rows": entry.rows, "min_ts": entry.min_ts,
             "max_ts": entry.max_ts, "column_types": infer_precision(entry.column_types, entry.sample),
-            "key_columns": list(entry.key_columns), "always_sent": entry.always_sent,
+            "key_columns": list(entry.key_columns), "layouts": entry.layouts,
         }
     ddls = [part.ddls[position] for position in sorted(part.ddls)]
     return StagedStats(dict(part.resolved), rows, part.failures, part.max_commit_ts, part.events, ddls)
