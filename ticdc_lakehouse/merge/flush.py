@@ -32,7 +32,7 @@ from ticdc_lakehouse.merge.changes import OP, PRESENT, change_set
 _view_ids = itertools.count()
 
 #: change sets of at most this many row events may be applied the staged way (their keys are broadcast)
-STAGED_MAX_EVENTS = 2_000_000
+STAGED_MAX_EVENTS = 1_000_000
 #: name prefix of the staging branches (a crashed run's branch is removed by the next flush of the table)
 STAGING_BRANCH_PREFIX = "lakehouse_stage_"
 
