@@ -80,3 +80,17 @@ def test_full_images_are_staged_on_a_branch_and_main_moves_once(spark, tmp_path,
     expected = {"ts": None, "gone": None, "marked": "2"} if write_mode == "merge-on-read" else \
         {"ts": None, "gone": "2", "marked": None}
     assert staged_delete == [expected]
+
+
+@pytest.mark.spark
+def test_a_change_set_of_only_deletes_is_staged_with_its_watermark(spark, settings, tmp_path):
+    first = [*create_app_table(AT), row(110, INSERT, {"id": "1", "v": "a", "w": "b"}),
+             row(111, INSERT, {"id": "2", "v": "c", "w": "d"}), ResolvedEvent(200, AT)]
+    second = [row(210, DELETE, {"id": "1"}), ResolvedEvent(300, AT)]
+    backfill_open_protocol_runs(spark, settings, tmp_path / "archive", first, second)
+    assert lake_rows(spark, "SELECT * FROM app.a") == [{"id": 2, "v": "c", "w": "d"}]
+    assert [r["name"] for r in lake_rows(spark, "SELECT name FROM app.a.refs WHERE type = 'BRANCH'")] == ["main"]
+    head = lake_rows(spark, "SELECT s.summary['tidb.resolved-ts'] AS ts FROM app.a.history h "
+                            "JOIN app.a.snapshots s ON h.snapshot_id = s.snapshot_id ORDER BY h.made_current_at")
+    # main moved once, to a snapshot carrying the watermark (none was appended: it is an empty marker)
+    assert [h["ts"] for h in head[-2:]] == ["200", "300"]

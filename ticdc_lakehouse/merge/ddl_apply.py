@@ -111,14 +111,13 @@ def removal_applied(ctx: "RunContext", schema: str, table: str, ts: int, depth: 
 DDL_TS_PROPERTY = "tidb.ddl-ts"
 
 
-def deferrable(record: DDLRecord) -> bool:
-    """Whether the table's rows below this DDL merge to the same result under the schema after it, so the DDL
-    needs no barrier (no MERGE before it): statements that only add nullable columns with no value for existing
-    rows, or change no column at all (indexes, comments, defaults). Older rows simply lack the new column, which
-    the MERGE already reads as "not sent" (NULL on insert, kept on update). These are the most frequent DDL, and
-    each barrier costs a MERGE of the table."""
+def deferrable(changes: list) -> bool:
+    """Whether the table's rows below a DDL (its parsed ``changes``) merge to the same result under the schema
+    after it, so the DDL needs no barrier (no MERGE before it): statements that only add nullable columns with no
+    value for existing rows, or change no column at all (indexes, comments, defaults). Older rows simply lack the
+    new column, which the MERGE already reads as "not sent" (NULL on insert, kept on update). These are the most
+    frequent DDL, and each barrier costs a MERGE of the table."""
     try:
-        changes = changes_of(record)
         if not changes or len({table_key(c.schema, c.table) for c in changes}) != 1:
             return False
         for change in changes:
@@ -139,7 +138,7 @@ def tables_blocked(ctx: "RunContext", record: DDLRecord) -> list[tuple[str, str]
         changes = changes_of(record)
     except Exception:  # noqa: BLE001 - a DDL we cannot parse still blocks its own table
         return [(record.schema, record.table)] if record.table else []
-    if deferrable(record):
+    if deferrable(changes):
         return []
     blocked: list[tuple[str, str]] = []
     for change in changes:
@@ -173,13 +172,14 @@ def apply_ddl(ctx: "RunContext", record: DDLRecord) -> None:
             log.error("cannot parse DDL at %s (%s): %s", record.commit_ts, record.query, exc)
         return
     applied = False
+    deferred = deferrable(changes)  # applied ahead of the rows below it (see tables_blocked)
     for group in _group_alters(changes):
         targets = _touched(group[0])
         if any(table_key(s, t) in ctx.halted and ctx.halted[table_key(s, t)] <= record.commit_ts for s, t in targets):
             continue
         try:
             if isinstance(group[0], ALTER_CHANGES):
-                applied |= _alter_table(ctx, record, group)
+                applied |= _alter_table(ctx, record, group, deferred)
             else:
                 applied |= _apply_change(ctx, record, group[0])
         except CannotApply as exc:
@@ -278,7 +278,7 @@ def _apply_change(ctx: "RunContext", record: DDLRecord, change) -> bool:
     raise CannotApply(f"unhandled change {type(change).__name__}")
 
 
-def _alter_table(ctx: "RunContext", record: DDLRecord, changes: list) -> bool:
+def _alter_table(ctx: "RunContext", record: DDLRecord, changes: list, deferred: bool) -> bool:
     """All column changes of one statement on one table: one transaction with the watermark snapshot.
 
     A column added with a default (or NOT NULL, whose implicit default MySQL uses) holds that value in every
@@ -296,7 +296,7 @@ def _alter_table(ctx: "RunContext", record: DDLRecord, changes: list) -> bool:
         return False  # applied before (a rerun, or a DDL replay)
     jtable = ctx.ji.load(target.namespace, target.name)
     summary = _summary(ctx, record)
-    if deferrable(record):
+    if deferred:
         # Applied ahead of the rows below it: its snapshot keeps the table's watermark (those rows are not merged
         # yet) and names the DDL's ts instead, which is how a rerun knows it is applied. Its new columns are
         # NULL in the table until the run's rows are merged (see staged_stats.columns_sent).

@@ -132,9 +132,8 @@ def apply_staged(spark, ji: JavaIceberg, catalog: str, target: TargetTable, sour
         append = jtable.newAppend().toBranch(branch)  # nothing to append: the watermark still goes in
         for key, value in properties.items():
             append = append.set(key, str(value))
-        append.commit()
+        append.commit()  # refreshes ``jtable``: the fast-forward below sees the branch as committed
     fault_point("merge.before_fast_forward")
-    jtable = ji.load(target.namespace, target.name)
     jtable.manageSnapshots().fastForwardBranch("main", branch).removeBranch(branch).commit()
     return True
 
