@@ -377,6 +377,18 @@ def test_avro_float_is_the_shortest_float32_text():
     assert event.after == {"id": "1", "score": "0.1"}  # not 0.10000000149011612
 
 
+@pytest.mark.parametrize("value", [3.4025001647762064e38, 3.4028234663852886e38, -3.4028234663852886e38, 1e-45])
+def test_float32_text_near_the_float32_limits_reads_back(value):
+    # a short text of a value near FLT_MAX ("3.403e+38") lies above FLT_MAX: it must be skipped, not crash
+    import struct
+
+    from ticdc_lakehouse.decode._type_text import float32_text
+
+    exact = struct.unpack("<f", struct.pack("<f", value))[0]
+    text = float32_text(exact)
+    assert struct.unpack("<f", struct.pack("<f", float(text)))[0] == exact
+
+
 @pytest.mark.parametrize(
     "flag, reason",
     [({"handleKeyOnly": True}, "handle-key-only"), ({"claimCheckLocation": "file:///claim"}, "claim-check")],

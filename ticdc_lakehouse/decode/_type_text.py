@@ -115,8 +115,11 @@ def float32_text(value: float) -> str:
     for precision in range(1, 10):
         text = "%.*g" % (precision, value)
         candidate = float(text)
-        if _F32.unpack(_F32.pack(candidate))[0] == value:
-            return repr(candidate)
+        try:
+            if _F32.unpack(_F32.pack(candidate))[0] == value:
+                return repr(candidate)
+        except OverflowError:  # a short text of a value near FLT_MAX rounds above it: try more digits
+            continue
     return repr(value)
 
 
