@@ -12,6 +12,8 @@ Each case runs in a fresh process with its own Spark session, as a scheduled mer
 warmed-up JVM or Python workers from the one before (that made the second case look 1.5x faster than it is).
 
 Usage: .venv/bin/python bench/merge.py [--quick] [--events 100000,1000000] [--rows 1000000,10000000]
+Settings come from the defaults (driver memory 2g) and ``LAKEHOUSE__SECTION__KEY`` environment variables, e.g.
+``LAKEHOUSE__MERGE__PARALLEL_TABLES=1`` to apply the tables one after the other.
 Targets (issue 8): merge of 1M events <= 2.5x the append; 100k events into 10M rows <= 1.5x into 1M rows;
 >= 50k events/s end to end at N = 1M; driver peak < 2 GB.
 """
@@ -201,8 +203,9 @@ def run_case(events: int, rows: int, workdir: Path) -> dict:
 
     home = workdir / f"n{events}-m{rows}"
     shutil.rmtree(home, ignore_errors=True)
-    settings = load_settings(env={"LAKEHOUSE_HOME": str(home), "LAKEHOUSE__CATALOG__NAME": f"b{events}_{rows}",
-                                  "LAKEHOUSE_CONFIG": ""})
+    overrides = {k: v for k, v in os.environ.items() if k.startswith("LAKEHOUSE__")}  # e.g. MERGE__PARALLEL_TABLES
+    settings = load_settings(env={**overrides, "LAKEHOUSE_HOME": str(home),
+                                  "LAKEHOUSE__CATALOG__NAME": f"b{events}_{rows}", "LAKEHOUSE_CONFIG": ""})
     spark = get_spark(settings, "bench-merge")
     use_catalog(spark, settings)
     build_tables(spark, settings, rows // len(TABLES))
@@ -258,7 +261,6 @@ def main() -> int:
     events = [100_000] if args.quick else [int(x) for x in args.events.split(",")]
     rows = [1_000_000] if args.quick else [int(x) for x in args.rows.split(",")]
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench-merge-"))
-    os.environ.setdefault("LAKEHOUSE__SPARK__DRIVER_MEMORY", "4g")
     print(f"machine: {os.cpu_count()} cores; workdir {workdir}")
     results = []
     for m in rows:

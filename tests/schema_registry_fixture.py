@@ -30,6 +30,8 @@ class RegistryState:
         self.schemas: dict[int, dict[str, Any]] = {}
         self.ids_by_text: dict[tuple[str, str], int] = {}
         self.subjects: dict[str, list[int]] = {}
+        #: when set, every GET answers this HTTP status (a registry that is up but failing, e.g. 503)
+        self.failing_status: Optional[int] = None
 
     def register(self, subject: str, schema: str, schema_type: str = "AVRO") -> tuple[int, int]:
         """Register (idempotently) and return (id, version)."""
@@ -88,6 +90,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     # --- routes ----------------------------------------------------------------------------------------------
     def do_GET(self) -> None:  # noqa: N802 - http.server naming
+        if self.state.failing_status is not None:
+            return self._error(self.state.failing_status, 50003, "Error while forwarding the request")
         parts = self._path()
         if parts == ["subjects"]:
             return self._send(200, sorted(self.state.subjects))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import pickle
+import socket
 from decimal import Decimal
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import fastavro
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
-from tests.schema_registry_fixture import schema_registry  # noqa: F401 - pytest fixture
+from tests.schema_registry_fixture import SchemaRegistryServer, schema_registry  # noqa: F401 - pytest fixture
 from ticdc_lakehouse.decode import DecoderOptions, decode_safely, make_decoder
 from ticdc_lakehouse.decode.confluent_avro import ConfluentAvroDecoder, confluent_frame
 from ticdc_lakehouse.model import (
@@ -25,6 +26,7 @@ from ticdc_lakehouse.model import (
     Message,
     ResolvedEvent,
     RowChange,
+    SourceUnavailable,
 )
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
@@ -260,7 +262,6 @@ def test_ddl_message_maps_the_tidb_action_code():
         (b"\x03\x00" + b"u" * 16 + b"body", "Glue"),
         (b"\x07abc", "0x07"),
         (b"\x02\x00", "9 bytes"),
-        (b"\x00\x00\x00\x00\x01\x02", "schema registry"),  # no registry configured
     ],
 )
 def test_bad_framing_is_dead_lettered_with_a_reason(value, reason):
@@ -271,6 +272,46 @@ def test_bad_framing_is_dead_lettered_with_a_reason(value, reason):
 def test_unknown_schema_id_is_dead_lettered(schema_registry):
     [failure] = decode(decoder_for(schema_registry), None, confluent_frame(999999, b"\x02"))
     assert isinstance(failure, DecodeFailure) and "999999" in failure.reason
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_unreachable_registry_fails_the_decode_instead_of_dead_lettering_good_rows(schema_registry):
+    producer = Producer(schema_registry, "outage")
+    schema = golden("expectedSchemaWithExtension")
+    value = producer.encode(schema, record_for(schema, _tidb_op="c", _tidb_commit_ts=3, _tidb_commit_physical_time=0))
+    down = decoder_for(f"http://sr:hunter2pw@127.0.0.1:{_closed_port()}")
+    with pytest.raises(SourceUnavailable) as raised:
+        decode(down, None, value, offset=8)
+    message = str(raised.value)
+    assert "schema registry" in message and "rerun" in message and "hunter2pw" not in message
+
+
+def test_registry_server_errors_fail_the_decode_and_a_retry_succeeds():
+    server = SchemaRegistryServer().start()
+    try:
+        producer = Producer(server.url, "flaky")
+        schema = golden("expectedSchemaWithExtension")
+        value = producer.encode(schema, record_for(schema, _tidb_op="c", _tidb_commit_ts=3,
+                                                   _tidb_commit_physical_time=0))
+        decoder = decoder_for(server.url)
+        server.state.failing_status = 503
+        with pytest.raises(SourceUnavailable, match="503"):
+            decode(decoder, None, value)
+        server.state.failing_status = None  # the registry recovers: the same decoder reads the message
+        [event] = decode(decoder, None, value)
+        assert isinstance(event, RowChange) and event.after["id"] == "1"
+    finally:
+        server.stop()
+
+
+def test_no_registry_configured_fails_the_decode():
+    with pytest.raises(SourceUnavailable, match="no schema registry configured"):
+        decode(ConfluentAvroDecoder(), None, b"\x00\x00\x00\x00\x01\x02")
 
 
 def test_decoder_pickles_before_and_after_use(schema_registry):

@@ -73,10 +73,15 @@ def lake(spark_session, tmp_path_factory):
 
     w = Workload(seed=5)
     w.run_script(transactions=12)
+    w.create_table("scratch", [("id", "int", False), ("note", "varchar(20)", True)], ("id",))
+    for _ in range(4):
+        w.transaction(4)
+    w.resolve(final=True)
     archive = root / "archive"
     write_to_archive(w, archive, "ticdc", "open")
     backfill(settings, archive, protocol="open", spark=spark)
     first_cut = w.global_resolved_ts()
+    scratch_drop = w.drop_table("scratch")  # between the cuts: only the first cut still reads it
     for _ in range(6):
         w.transaction(4)
     w.resolve(final=True)
@@ -94,13 +99,17 @@ def lake(spark_session, tmp_path_factory):
     # retain_last_cuts = 1 keeps the newest
     now = tso_to_datetime(second_cut) + timedelta(days=30)
     ji = JavaIceberg(spark, settings.catalog_name)
+    # the dropped table, as the first cut still reads it
+    scratch_rows = spark.sql(f"SELECT count(*) FROM `{settings.catalog_name}`.`_lakehouse_dropped`."
+                             f"`shop__scratch__{scratch_drop}` VERSION AS OF 'tso_{first_cut}'").collect()[0][0]
     before = _capture(spark, settings, ji, cuts)
     dry = maintain(settings, dry_run=True, spark=spark, now=now)
     after_dry = _capture(spark, settings, ji, cuts)
     real = maintain(settings, spark=spark, now=now)
     after = _capture(spark, settings, ji, cuts)
     return SimpleNamespace(settings=settings, spark=spark, ji=ji, w=w, cuts=cuts, now=now, orphan=orphan,
-                           before=before, dry=dry, after_dry=after_dry, real=real, after=after)
+                           before=before, dry=dry, after_dry=after_dry, real=real, after=after,
+                           scratch=f"_lakehouse_dropped.shop__scratch__{scratch_drop}", scratch_rows=scratch_rows)
 
 
 def _use(lake):
@@ -297,3 +306,29 @@ def test_rows_to_delete_never_removes_the_latest_row():
     assert effective_rows(rows)[200] is kept
     doomed = rows_to_delete(rows, dropped=[100], survivors={"shop.t": {3, 4}}, latest=latest)
     assert doomed == [old, kept_stale]
+
+
+def test_a_dropped_table_no_kept_cut_reads_is_purged_with_its_files(lake):
+    assert lake.scratch_rows > 0  # the first cut could read the dropped table before maintenance
+    assert _feed(lake.dry)["dropped_tables_purged"] == [lake.scratch]
+    assert _feed(lake.real)["dropped_tables_purged"] == [lake.scratch]
+    namespace, _, name = lake.scratch.partition(".")
+    assert not lake.ji.table_exists(namespace, name)
+    scratch_files = lambda state: [path for path, _ in state["warehouse"] if "/scratch/" in path]  # noqa: E731
+    assert scratch_files(lake.after_dry) and not scratch_files(lake.after)
+
+
+@pytest.mark.parametrize(
+    "kept, halts, purged",
+    [
+        ([200, 300], [], ["a__t__100", "b__t__200"]),  # every kept cut is at or after these DROPs
+        ([150, 300], [], ["a__t__100"]),  # the cut at 150 still contains b.t (dropped at 200)
+        ([200, 300], [200], ["a__t__100"]),  # a halt at 200: a later run reads the DROP at 200 again
+        ([], [], []),
+    ],
+)
+def test_plan_graveyard_purge(kept, halts, purged):
+    from ticdc_lakehouse.maintenance import plan_graveyard_purge
+
+    dropped = {"a__t__100": 100, "b__t__200": 200, "c__t__400": 400}
+    assert plan_graveyard_purge(dropped, kept, halts) == purged

@@ -6,8 +6,15 @@ builder. The upstream truth comes from the workload simulator.
 
 from __future__ import annotations
 
-import pytest
+import io
+import json
+import socket
 
+import fastavro
+import pytest
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+from tests.schema_registry_fixture import schema_registry  # noqa: F401 - pytest fixture
 from tests.lake_helpers import assert_lake_equals_upstream, lake_rows, snapshot_watermarks, table_rows
 from ticdc_lakehouse.archive_writer import write_partition
 from ticdc_lakehouse.pipeline import backfill, resume_table
@@ -78,8 +85,15 @@ def test_open_protocol_backfill_grows_incrementally_and_travels_in_time(spark, s
         as_of_sql(spark, settings, "SELECT * FROM shop.orders", cut2 + 1)
 
 
-@pytest.mark.parametrize("protocol", ["craft", "simple-json"])
-def test_other_protocols_backfill_equal_upstream(spark, settings, tmp_path, protocol):
+@pytest.mark.parametrize("protocol, parallel_tables", [("craft", 1), ("simple-json", 4)])
+def test_other_protocols_backfill_equal_upstream(spark, tmp_path, monkeypatch, lakehouse_env, protocol,
+                                                 parallel_tables):
+    """Also both ways of the final flush: one table after the other, and several at once."""
+    from ticdc_lakehouse.config import load_settings
+
+    monkeypatch.setenv("LAKEHOUSE__MERGE__PARALLEL_TABLES", str(parallel_tables))
+    settings = load_settings()
+    assert settings.merge["parallel_tables"] == parallel_tables
     archive = tmp_path / "archive"
     workload = _phase_one(seed=9)
     write_to_archive(workload, archive, TOPIC, protocol, compression="lz4")
@@ -245,3 +259,90 @@ def test_an_update_without_some_columns_keeps_their_lake_values(spark, settings,
         {"id": 1, "v": "x2", "w": "y"},
         {"id": 2, "v": "b2", "w": "c2"},
     ]
+
+
+def test_an_unreachable_schema_registry_fails_the_run_and_the_rerun_applies_every_row(
+        spark, tmp_path, monkeypatch, lakehouse_env, schema_registry):
+    """A registry outage is not bad input: no row may go to the dead-letter table for it, nothing is committed,
+    and the run after the outage applies everything."""
+    from ticdc_lakehouse.archive_writer import write_archive
+    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.decode.confluent_avro import confluent_frame
+    from ticdc_lakehouse.model import SourceUnavailable
+    from ticdc_lakehouse.spark_session import use_catalog
+
+    def typed(avro_type: str, tidb_type: str) -> dict:
+        return {"type": avro_type, "connect.parameters": {"tidb_type": tidb_type}}
+
+    key_schema = {"type": "record", "name": "items", "namespace": "default.shop",
+                  "fields": [{"name": "id", "type": typed("int", "INT")}]}
+    value_schema = {**key_schema, "fields": [
+        {"name": "id", "type": typed("int", "INT")}, {"name": "label", "type": typed("string", "TEXT")},
+        {"name": "_tidb_op", "type": "string"}, {"name": "_tidb_commit_ts", "type": "long"},
+        {"name": "_tidb_commit_physical_time", "type": "long"}]}
+    client = SchemaRegistryClient({"url": schema_registry})
+    key_id = client.register_schema("outage-key", Schema(json.dumps(key_schema), "AVRO"))
+    value_id = client.register_schema("outage-value", Schema(json.dumps(value_schema), "AVRO"))
+
+    def frame(schema_id: int, schema: dict, record: dict) -> bytes:
+        body = io.BytesIO()
+        fastavro.schemaless_writer(body, fastavro.parse_schema(schema), record)
+        return confluent_frame(schema_id, body.getvalue())
+
+    records = [(frame(key_id, key_schema, {"id": i}),
+                frame(value_id, value_schema, {"id": i, "label": f"item {i}", "_tidb_op": "c",
+                                               "_tidb_commit_ts": 1000 + i, "_tidb_commit_physical_time": 0}))
+               for i in range(1, 6)]
+    archive = tmp_path / "archive"
+    write_archive(archive, "tidb-items", {0: records[:3], 1: records[3:]})
+
+    def settings_with_registry(url: str):
+        config = tmp_path / "cf.toml"
+        config.write_text(f'[changefeeds.items]\nprotocol = "avro"\ntopics = ["tidb-items"]\n'
+                          f'schema_registry_url = "{url}"\n')
+        monkeypatch.setenv("LAKEHOUSE_CONFIG", str(config))
+        settings = load_settings()
+        use_catalog(spark, settings)
+        return settings
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    settings = settings_with_registry(f"http://127.0.0.1:{closed}")
+    with pytest.raises(SourceUnavailable, match="schema registry"):
+        backfill(settings, archive, changefeed="items", spark=spark)
+    state = StateStore(spark, settings.catalog_name)
+    assert state.dead_letter_counts("items") == {}
+    assert state.latest_checkpoint("items").run_id in ("", None)  # nothing committed
+    assert not spark.catalog.tableExists("shop.items")
+
+    settings = settings_with_registry(schema_registry)
+    report = backfill(settings, archive, changefeed="items", spark=spark)["merge"]
+    assert report["dead_letters"] == 0
+    assert lake_rows(spark, "SELECT id, label FROM shop.items ORDER BY id") == [
+        {"id": i, "label": f"item {i}"} for i in range(1, 6)]
+
+
+def test_concurrent_final_flush_attempts_every_table_and_raises_the_first_failure():
+    """One table failing does not stop the others from committing (their watermarks stand for the rerun)."""
+    import threading
+
+    from ticdc_lakehouse.merge.engine import flush_concurrently
+
+    class Tables:
+        def __init__(self) -> None:
+            self.flushed: list[tuple[str, str, int]] = []
+            self.lock = threading.Lock()
+
+        def flush(self, schema: str, table: str, upto_ts: int) -> None:
+            if table == "broken":
+                raise RuntimeError("commit failed for shop.broken")
+            with self.lock:
+                self.flushed.append((schema, table, upto_ts))
+
+    names = [("shop", "a"), ("shop", "broken"), ("shop", "c"), ("shop", "d")]
+    for parallelism in (1, 3):
+        tables = Tables()
+        with pytest.raises(RuntimeError, match="shop.broken"):
+            flush_concurrently(tables, names, 42, parallelism)
+        assert sorted(tables.flushed) == [("shop", n, 42) for n in ("a", "c", "d")]

@@ -42,6 +42,7 @@ DEFAULTS: dict[str, Any] = {
         "write_mode": "merge-on-read",  # per table override in [tables."schema.table"]
         "bucket_count": 16,
         "lock_timeout_seconds": 0,
+        "parallel_tables": 4,  # tables applied at once in the final flush of a run (1: one after the other)
         "target_file_size_bytes": 134217728,
     },
     "maintenance": {"retain_cuts_days": 7, "retain_last_cuts": 10, "orphan_older_than_hours": 24, "schedule": "@daily"},

@@ -8,7 +8,9 @@ and for the control tables (``_lakehouse.*``) this runs, in this order:
    without merging delete files;
 2. ``rewrite_position_delete_files``: compacts the remaining delete files and drops dangling ones;
 3. cut retention and ``expire_snapshots`` (below);
-4. ``remove_orphan_files`` older than ``maintenance.orphan_older_than_hours`` (files a crashed write left).
+4. ``remove_orphan_files`` older than ``maintenance.orphan_older_than_hours`` (files a crashed write left);
+5. dropped tables (kept in ``_lakehouse_dropped`` by a DROP TABLE, see ``ddl_apply``) that no kept cut can read
+   any more are purged with their files (see ``plan_graveyard_purge``).
 
 **Which cuts survive.** Every merge run tags each table's snapshot at its cut ``tso_<ts>`` and records the cut in
 the ``checkpoints`` control table. A cut is kept when its TSO (upstream wall-clock time) is within
@@ -445,9 +447,56 @@ def maintain_changefeed(spark, settings: Settings, changefeed: str, dry_run: boo
             report["problems"].append(
                 f"{name}: watermark changed from {watermarks[name]} to {entry['watermark_after']} during maintenance"
             )
+    say(f"{changefeed}: {'planning' if dry_run else 'running'} the purge of dropped tables")
+    report["dropped_tables_purged"] = purge_graveyard(spark, settings, ji, changefeed, kept, dry_run)
     if not dry_run:
         report["problems"] += verify_cuts(ji, state.checkpoints(changefeed))
     return report
+
+
+def plan_graveyard_purge(dropped_tables: Mapping[str, int], kept: Sequence[int], halted_ts: Iterable[int]) -> list[str]:
+    """Which dropped tables (graveyard name -> the DROP's commit ts) may be purged.
+
+    A DROP keeps the table in the graveyard for two readers: the cuts before the DROP (their ``tso_*`` tags stay on
+    the renamed table) and a rerun that reads the DROP again (the graveyard proves it was applied). A table may go
+    once every kept cut is at or after its DROP (no kept cut contains it; the newest cut, always kept, is then
+    past the DROP too), and no unresolved halt is at or before the DROP (a halted table holds the restart
+    offsets back to its DDL, so a later run reads the DDLs after it again)."""
+    if not kept:
+        return []
+    horizon = min(kept)
+    halt = min(halted_ts, default=None)
+    return sorted(name for name, ts in dropped_tables.items() if ts <= horizon and (halt is None or ts < halt))
+
+
+def graveyard_of(ji: JavaIceberg, changefeed: str) -> dict[str, int]:
+    """The changefeed's dropped tables: graveyard name -> the DROP's commit ts (from ``dropped_name``)."""
+    from ticdc_lakehouse.iceberg.tables import CHANGEFEED_PROPERTY
+    from ticdc_lakehouse.merge.ddl_apply import DROPPED_NAMESPACE
+
+    found = {}
+    for name in ji.list_tables(DROPPED_NAMESPACE):
+        ts = name.rsplit("__", 1)[-1]
+        if "__" in name and ts.isdigit():
+            owner = ji.load(DROPPED_NAMESPACE, name).properties().get(CHANGEFEED_PROPERTY)
+            if owner == changefeed:
+                found[name] = int(ts)
+    return found
+
+
+def purge_graveyard(spark, settings: Settings, ji: JavaIceberg, changefeed: str, kept: Sequence[int],
+                    dry_run: bool) -> list[str]:
+    """Purge (table and files) the dropped tables ``plan_graveyard_purge`` allows; returns their names."""
+    from ticdc_lakehouse.merge.ddl_apply import DROPPED_NAMESPACE
+
+    halts = []
+    if ji.table_exists(CONTROL_NAMESPACE, "halted"):
+        halts = [h.ddl_ts for h in StateStore(spark, settings.catalog_name).halted(changefeed)]
+    doomed = plan_graveyard_purge(graveyard_of(ji, changefeed), kept, halts)
+    if not dry_run:
+        for name in doomed:
+            spark.sql(f"DROP TABLE {quote(settings.catalog_name)}.{quote(DROPPED_NAMESPACE)}.{quote(name)} PURGE")
+    return [f"{DROPPED_NAMESPACE}.{name}" for name in doomed]
 
 
 def verify_cuts(ji: JavaIceberg, rows: Sequence[Checkpoint]) -> list[str]:

@@ -126,6 +126,12 @@ class DecodeError(Exception):
     """Raised by a decoder for a message it cannot read. The caller turns it into a ``DecodeFailure``."""
 
 
+class SourceUnavailable(Exception):
+    """Raised by a decoder when something the message depends on cannot be reached (the schema registry is down,
+    refuses our credentials, answers 5xx): the message may be perfectly good, so it must not be dead-lettered.
+    It fails the run before anything is committed; the next run (or an Airflow retry) decodes it again."""
+
+
 @dataclass(slots=True)
 class Message:
     """One landed Kafka record, as a decoder sees it."""

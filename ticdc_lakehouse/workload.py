@@ -177,6 +177,30 @@ class Workload:
             self.ddl(_create_sql(table), "CREATE_TABLE", name, create)
             self.next_id[name] = 1
 
+    def create_table(self, name: str, columns: list[tuple[str, str, bool]], primary_key: tuple[str, ...]) -> int:
+        """CREATE TABLE of a table of ``(name, type, nullable)`` columns; rows come with the next transactions."""
+        table = UpstreamTable(self.schema, name, [ColumnSchema(c, t, nullable) for c, t, nullable in columns],
+                              primary_key, 0)
+
+        def create() -> None:
+            self.tables[name] = table
+
+        ts = self.ddl(_create_sql(table), "CREATE_TABLE", name, create)
+        self.next_id[name] = 1
+        return ts
+
+    def drop_table(self, name: str) -> int:
+        """DROP TABLE: the table and its rows are gone upstream from this ts on."""
+        ts = self._next_ts()
+        pre = self.tables[name].table_schema()
+        self.tables.pop(name)
+        self.next_id.pop(name, None)
+        for p in range(self.partitions):
+            self._send(p, DDLEvent(self.schema, name, ts, f"DROP TABLE `{self.schema}`.`{name}`", "DROP_TABLE",
+                                   self._pos(p), pre_table_schema=pre))
+        self._remember(ts)
+        return ts
+
     def add_column(self, table: str, column: str, mysql_type: str) -> int:
         def mutate() -> None:
             t = self.tables[table]

@@ -2,7 +2,8 @@
 
 Every decoder is a small class with one method, ``decode(message) -> list[Event]``. ``decode_safely`` wraps it so
 that no input can crash the pipeline: whatever goes wrong becomes a ``DecodeFailure`` naming topic, partition,
-offset and the reason, and the caller routes it to the dead-letter table.
+offset and the reason, and the caller routes it to the dead-letter table. The one exception is
+``SourceUnavailable`` (an unreachable schema registry): not the message's fault, so it fails the run instead.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol
 
-from ticdc_lakehouse.model import DecodeError, DecodeFailure, Event, Message
+from ticdc_lakehouse.model import DecodeError, DecodeFailure, Event, Message, SourceUnavailable
 
 #: protocol name -> "module:Class" (imported lazily so executors load only what they use)
 PROTOCOLS: dict[str, str] = {
@@ -53,11 +54,14 @@ def make_decoder(protocol: str, options: Optional[DecoderOptions] = None) -> Dec
 
 
 def decode_safely(decoder: Decoder, message: Message) -> list[Event]:
-    """Decode, turning every failure (ours or a library's) into one ``DecodeFailure`` for the dead-letter table."""
+    """Decode, turning every failure (ours or a library's) into one ``DecodeFailure`` for the dead-letter table;
+    ``SourceUnavailable`` passes through (the message is not at fault: the run fails and is retried)."""
     try:
         return decoder.decode(message)
     except DecodeError as exc:
         reason = str(exc)
+    except SourceUnavailable:
+        raise
     except Exception as exc:  # noqa: BLE001 - bad bytes must never crash the job
         reason = f"{type(exc).__name__}: {exc}"
     return [DecodeFailure(reason=reason, position=message.position(), key=message.key, value=message.value)]

@@ -50,6 +50,7 @@ from ticdc_lakehouse.model import (
     Message,
     ResolvedEvent,
     RowChange,
+    SourceUnavailable,
 )
 from ticdc_lakehouse.values import from_bytes, from_decimal
 
@@ -109,6 +110,22 @@ class _WriterSchema:
     convert: Callable[[dict[str, Any]], dict[str, Optional[str]]] = lambda record: {}
 
 
+def registry_failure(schema_id: int, exc: Exception, url: Optional[str]) -> Exception:
+    """What a failed schema lookup means. Only the registry's own "no such schema" (HTTP 404) is the message's
+    fault (a ``DecodeError``: dead letter); anything else (connection refused, timeout, 401/403, 5xx) says
+    nothing about the message, and dead-lettering it would take good rows out of the lake, so the run fails
+    (``SourceUnavailable``) and is retried."""
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    if isinstance(exc, SchemaRegistryError) and exc.http_status_code == 404:
+        return DecodeError(f"avro: schema id {schema_id} is not in the schema registry: {exc}")
+    from ticdc_lakehouse.config import mask_uri_password
+
+    return SourceUnavailable(mask_uri_password(
+        f"avro: the schema registry at {url} could not be asked for schema id {schema_id} "
+        f"({type(exc).__name__}: {exc}); nothing was committed, rerun when it is reachable"))
+
+
 class ConfluentAvroDecoder:
     name = "avro"
 
@@ -133,7 +150,8 @@ class ConfluentAvroDecoder:
         if self._client is None:
             url = self.options.schema_registry_url
             if not url:
-                raise DecodeError("avro: no schema registry configured (DecoderOptions.schema_registry_url)")
+                # a configuration error, not the message's: every message would be dead-lettered
+                raise SourceUnavailable("avro: no schema registry configured (changefeeds.<name>.schema_registry_url)")
             from confluent_kafka.schema_registry import SchemaRegistryClient
 
             self._client = SchemaRegistryClient({**dict(self.options.schema_registry_config), "url": url})
@@ -144,10 +162,10 @@ class ConfluentAvroDecoder:
         if writer is None:
             try:
                 registered = self._registry().get_schema(schema_id)
-            except DecodeError:
+            except (DecodeError, SourceUnavailable):
                 raise
             except Exception as exc:  # noqa: BLE001 - registry client errors vary (HTTP, transport)
-                raise DecodeError(f"avro: schema id {schema_id} could not be fetched from the registry: {exc}") from exc
+                raise registry_failure(schema_id, exc, self.options.schema_registry_url) from exc
             writer = _writer_schema(registered.schema_str, schema_id)
             self._writers[schema_id] = writer
         return writer

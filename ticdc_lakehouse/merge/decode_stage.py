@@ -17,7 +17,7 @@ from pyspark.accumulators import Accumulator
 from ticdc_lakehouse.decode import DecoderOptions, decode_safely, make_decoder
 from ticdc_lakehouse.events_arrow import EVENT_ARROW_SCHEMA, EVENT_SPARK_SCHEMA, events_to_batch
 from ticdc_lakehouse.merge.staged_stats import StatsFolder, StatsPart, StatsParam
-from ticdc_lakehouse.model import Message
+from ticdc_lakehouse.model import Message, SourceUnavailable
 
 #: decoded events per output batch: bounds executor memory whatever the segment size
 OUTPUT_BATCH_EVENTS = 4096
@@ -103,3 +103,13 @@ def decode_landed(spark, paths: list[str], start_offsets: Mapping[tuple[str, int
 def stats_accumulator(spark) -> Accumulator:
     """A fresh accumulator for the aggregates of one decode (read ``.value`` after the decoding action)."""
     return spark.sparkContext.accumulator(StatsPart(), StatsParam())
+
+
+def source_unavailable_in(error: BaseException) -> Optional[SourceUnavailable]:
+    """The ``SourceUnavailable`` a decode task raised, out of the Spark error that carries it (as the text of the
+    executor's Python traceback), so the user sees its one clear line instead of a JVM stack; None otherwise."""
+    marker = SourceUnavailable.__name__ + ": "
+    for line in str(error).splitlines():
+        if marker in line:
+            return SourceUnavailable(line.split(marker, 1)[1].strip())
+    return None

@@ -26,7 +26,7 @@ from typing import Any, Callable, Optional
 from ticdc_lakehouse.config import Settings
 from ticdc_lakehouse.decode import DecoderOptions
 from ticdc_lakehouse.faults import fault_point
-from ticdc_lakehouse.iceberg.commit import callback_session
+from ticdc_lakehouse.iceberg.commit import callback_session, ensure_callback_server
 from ticdc_lakehouse.iceberg.java_api import JavaIceberg
 from ticdc_lakehouse.iceberg.tables import (
     TargetTable,
@@ -36,7 +36,7 @@ from ticdc_lakehouse.iceberg.tables import (
 )
 from ticdc_lakehouse.merge import ddl_apply
 from ticdc_lakehouse.merge.changes import table_rows
-from ticdc_lakehouse.merge.decode_stage import decode_landed, stats_accumulator
+from ticdc_lakehouse.merge.decode_stage import decode_landed, source_unavailable_in, stats_accumulator
 from ticdc_lakehouse.merge.flush import flush_table
 from ticdc_lakehouse.merge.plan import (
     DDLRecord,
@@ -262,7 +262,13 @@ def run_merge(
         collected = stats_accumulator(spark)
         events = decode_landed(spark, paths, start, protocol, options, collected).persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            events.count()  # decodes into the cache; the tasks' aggregates arrive in ``collected``
+            try:
+                events.count()  # decodes into the cache; the tasks' aggregates arrive in ``collected``
+            except Exception as exc:
+                unavailable = source_unavailable_in(exc)  # e.g. the schema registry is down: nothing committed
+                if unavailable is not None:
+                    raise unavailable from None
+                raise
             stats = finish(collected.value)
             _merge_staged(spark, settings, cf.name, protocol, state, checkpoint, events, stats, partitions,
                           landed_end, report, stop_ts, say)
@@ -311,13 +317,13 @@ def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, even
         ddl_apply.apply_ddl(ctx, record)
         fault_point("merge.after_ddl")
     tables = set(checkpoint.tables) | {f"{s}.{t}" for s, t in ctx.row_stats}
-    for key, stats in sorted(ctx.row_stats.items()):
-        ctx.flush(stats["schema"], stats["table"], cut)
+    final = [(stats["schema"], stats["table"]) for _, stats in sorted(ctx.row_stats.items())]
     for name in sorted(tables):
         schema, _, table = name.partition(".")
-        target = ctx.target(schema, table)
-        if target.exists and table_key(schema, table) not in ctx.row_stats:
-            ctx.flush(schema, table, cut)
+        if table_key(schema, table) not in ctx.row_stats and ctx.target(schema, table).exists:
+            final.append((schema, table))  # no rows: only its watermark moves to the cut
+    ensure_callback_server(spark)  # started here, not raced by the first MERGEs of several threads
+    flush_concurrently(ctx, final, cut, int(settings.merge.get("parallel_tables", 1) or 1))
     # the cut: every live table of the changefeed and its snapshot
     cut_tables: dict[str, Optional[int]] = {}
     for name in sorted(tables | {f"{k[0]}.{k[1]}" for k in ctx.tables}):
@@ -344,6 +350,36 @@ def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, even
         tag_cut(spark, settings, cut, cut_tables)
     report.resolved_ts = max(cut, checkpoint.resolved_ts)
     say(f"{changefeed}: committed cut {report.resolved_ts} to {len(cut_tables)} table(s)")
+
+
+def flush_concurrently(ctx: RunContext, tables: list[tuple[str, str]], upto_ts: int, parallelism: int) -> None:
+    """The final flush of every table up to the cut, ``parallelism`` tables at a time.
+
+    Why: a table's apply is a handful of small Spark jobs and catalog commits whose driver-side latency (planning,
+    manifest writes, the commit itself) leaves the executors idle; tables are independent (each commits its own
+    snapshot and watermark, the DDL barriers are already behind), so overlapping them fills those gaps. Each
+    table's flush stays one sequential unit. Every table is attempted even when one fails (one broken table must
+    not hold the others back); the first failure is raised afterwards, before the checkpoint, and the rerun
+    continues from each table's own watermark. The py4j callback server must already run (see ``commit``)."""
+    errors: list[BaseException] = []
+    if parallelism <= 1 or len(tables) <= 1:
+        for schema, table in tables:
+            try:
+                ctx.flush(schema, table, upto_ts)
+            except Exception as exc:  # noqa: BLE001 - raised below, after the other tables
+                log.error("flushing %s.%s failed: %s", schema, table, exc)
+                errors.append(exc)
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(parallelism, len(tables)), thread_name_prefix="flush") as pool:
+            futures = [pool.submit(ctx.flush, schema, table, upto_ts) for schema, table in tables]
+        for (schema, table), future in zip(tables, futures):
+            if future.exception() is not None:
+                log.error("flushing %s.%s failed: %s", schema, table, future.exception())
+                errors.append(future.exception())
+    if errors:
+        raise errors[0]
 
 
 def _first_unapplied(events, ctx: RunContext, bound: int, cut: int) -> dict:
