@@ -235,23 +235,27 @@ def test_an_update_without_some_columns_keeps_their_lake_values(spark, settings,
     """Images that do not carry every column (partial updates): the MERGE keeps the lake's value of what was not
     sent, while columns every image carried are taken straight from the change set."""
     from tests.lake_helpers import backfill_open_protocol_runs, create_app_table
-    from ticdc_lakehouse.model import INSERT, UPDATE, Position, ResolvedEvent, RowChange
+    from ticdc_lakehouse.model import INSERT, UPDATE, DDLEvent, Position, ResolvedEvent, RowChange
 
     full, narrow, at = {"id": "int", "v": "varchar", "w": "varchar"}, {"id": "int", "v": "varchar"}, Position("t", 0, 0)
 
-    def row(ts, op, after, types):
+    def row(ts, op, after, types, table="a"):
         before = {"id": after["id"]} if op == UPDATE else None
-        return RowChange("app", "a", ts, op, after, before, ("id",), types, at)
+        return RowChange("app", table, ts, op, after, before, ("id",), types, at)
 
     first = [
         *create_app_table(at),
+        DDLEvent("app", "b", 102, "CREATE TABLE app.b (id int PRIMARY KEY, v varchar(9), w varchar(9))",
+                 "CREATE_TABLE", at),
         row(110, INSERT, {"id": "1", "v": "x", "w": "y"}, full),
         row(111, INSERT, {"id": "2", "v": "b", "w": "c"}, full),
+        row(112, INSERT, {"id": "1", "v": "p", "w": "q"}, full, "b"),
         ResolvedEvent(200, at),
     ]
     second = [
         row(210, UPDATE, {"id": "1", "v": "x2"}, narrow),
         row(211, UPDATE, {"id": "2", "v": "b2", "w": "c2"}, full),
+        row(212, UPDATE, {"id": "1", "w": "q2"}, {"id": "int", "w": "varchar"}, "b"),
         ResolvedEvent(300, at),
     ]
     backfill_open_protocol_runs(spark, settings, tmp_path / "archive", first, second)
@@ -259,6 +263,12 @@ def test_an_update_without_some_columns_keeps_their_lake_values(spark, settings,
         {"id": 1, "v": "x2", "w": "y"},
         {"id": 2, "v": "b2", "w": "c2"},
     ]
+    assert lake_rows(spark, "SELECT * FROM app.b ORDER BY id") == [{"id": 1, "v": "p", "w": "q2"}]
+    # both tables were MERGEd at once in the final flush, each with the watermark in the MERGE's own snapshot
+    for name in ("app.a", "app.b"):
+        [latest] = lake_rows(spark, f"SELECT operation, summary['tidb.resolved-ts'] AS watermark FROM {name}.snapshots "
+                                    "ORDER BY committed_at DESC LIMIT 1")
+        assert latest == {"operation": "overwrite", "watermark": "300"}
 
 
 def test_an_unreachable_schema_registry_fails_the_run_and_the_rerun_applies_every_row(
@@ -346,3 +356,23 @@ def test_concurrent_final_flush_attempts_every_table_and_raises_the_first_failur
         with pytest.raises(RuntimeError, match="shop.broken"):
             flush_concurrently(tables, names, 42, parallelism)
         assert sorted(tables.flushed) == [("shop", n, 42) for n in ("a", "c", "d")]
+
+
+def test_tables_of_one_new_namespace_created_at_once_all_succeed(spark, settings):
+    """Concurrent flushes may create the first tables of a namespace at the same moment (rows-only tables)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ticdc_lakehouse.iceberg.java_api import JavaIceberg
+
+    ji = JavaIceberg(spark, settings.catalog_name)
+    start = threading.Barrier(6)
+
+    def create(_: int) -> None:
+        start.wait()
+        ji.create_namespace("brand_new")
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        results = [pool.submit(create, i) for i in range(6)]
+    assert [f.exception() for f in results] == [None] * 6
+    assert ji.namespace_exists("brand_new")

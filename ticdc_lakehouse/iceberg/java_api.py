@@ -66,8 +66,15 @@ class JavaIceberg:
         return bool(self.catalog.namespaceExists(self.namespace(name)))
 
     def create_namespace(self, name: str) -> None:
-        if not self.namespace_exists(name):
+        """Create the namespace unless it exists. Tables of one new namespace may be created by concurrent flushes
+        (tables first seen through their rows), so losing the race to another thread or writer is success."""
+        if self.namespace_exists(name):
+            return
+        try:
             self.catalog.createNamespace(self.namespace(name))
+        except Exception:
+            if not self.namespace_exists(name):
+                raise
 
     def list_tables(self, namespace: str) -> list[str]:
         if not self.namespace_exists(namespace):
