@@ -10,14 +10,20 @@ Use it from a test module with ``from tests.schema_registry_fixture import schem
 
 from __future__ import annotations
 
+import io
 import json
 import re
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterator, Optional
 from urllib.parse import unquote, urlsplit
 
+import fastavro
 import pytest
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+from ticdc_lakehouse.decode.confluent_avro import confluent_frame
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 
@@ -178,3 +184,30 @@ def schema_registry() -> Iterator[str]:
         yield server.url
     finally:
         server.stop()
+
+
+class Producer:
+    """The test-side TiCDC Avro encoder: registers schemas under <topic>-key/-value and frames Avro bodies."""
+
+    def __init__(self, url: str, topic: str) -> None:
+        self.client = SchemaRegistryClient({"url": url})
+        self.topic = topic
+
+    def register(self, schema: dict, suffix: str) -> int:
+        return self.client.register_schema(f"{self.topic}-{suffix}", Schema(json.dumps(schema), "AVRO"))
+
+    @staticmethod
+    def body(schema: dict, record: dict) -> bytes:
+        out = io.BytesIO()
+        fastavro.schemaless_writer(out, fastavro.parse_schema(schema), record)
+        return out.getvalue()
+
+    def encode(self, schema: dict, record: dict, suffix: str = "value") -> bytes:
+        return confluent_frame(self.register(schema, suffix), self.body(schema, record))
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on: the address of a registry that is down."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

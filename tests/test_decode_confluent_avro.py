@@ -3,18 +3,19 @@ built with fastavro and decoded through confluent-kafka's SchemaRegistryClient."
 
 from __future__ import annotations
 
-import io
 import json
 import pickle
-import socket
 from decimal import Decimal
 from pathlib import Path
 
-import fastavro
 import pytest
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
-from tests.schema_registry_fixture import SchemaRegistryServer, schema_registry  # noqa: F401 - pytest fixture
+from tests.schema_registry_fixture import (  # noqa: F401 - schema_registry is a pytest fixture
+    Producer,
+    SchemaRegistryServer,
+    closed_port,
+    schema_registry,
+)
 from ticdc_lakehouse.decode import DecoderOptions, decode_safely, make_decoder
 from ticdc_lakehouse.decode.confluent_avro import ConfluentAvroDecoder, confluent_frame
 from ticdc_lakehouse.model import (
@@ -69,26 +70,6 @@ DESCRIPTORS = {
     "enum": "enum('a','b')", "set": "set('a','b')", "json": "json", "date": "date", "datetime": "datetime",
     "timestamp": "timestamp", "time": "time", "year": "year",
 }
-
-
-class Producer:
-    """The test-side TiCDC Avro encoder: registers schemas under <topic>-key/-value and frames Avro bodies."""
-
-    def __init__(self, url: str, topic: str) -> None:
-        self.client = SchemaRegistryClient({"url": url})
-        self.topic = topic
-
-    def register(self, schema: dict, suffix: str) -> int:
-        return self.client.register_schema(f"{self.topic}-{suffix}", Schema(json.dumps(schema), "AVRO"))
-
-    @staticmethod
-    def body(schema: dict, record: dict) -> bytes:
-        out = io.BytesIO()
-        fastavro.schemaless_writer(out, fastavro.parse_schema(schema), record)
-        return out.getvalue()
-
-    def encode(self, schema: dict, record: dict, suffix: str = "value") -> bytes:
-        return confluent_frame(self.register(schema, suffix), self.body(schema, record))
 
 
 def golden(name: str) -> dict:
@@ -274,17 +255,11 @@ def test_unknown_schema_id_is_dead_lettered(schema_registry):
     assert isinstance(failure, DecodeFailure) and "999999" in failure.reason
 
 
-def _closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_unreachable_registry_fails_the_decode_instead_of_dead_lettering_good_rows(schema_registry):
     producer = Producer(schema_registry, "outage")
     schema = golden("expectedSchemaWithExtension")
     value = producer.encode(schema, record_for(schema, _tidb_op="c", _tidb_commit_ts=3, _tidb_commit_physical_time=0))
-    down = decoder_for(f"http://sr:hunter2pw@127.0.0.1:{_closed_port()}")
+    down = decoder_for(f"http://sr:hunter2pw@127.0.0.1:{closed_port()}")
     with pytest.raises(SourceUnavailable) as raised:
         decode(down, None, value, offset=8)
     message = str(raised.value)

@@ -6,15 +6,9 @@ builder. The upstream truth comes from the workload simulator.
 
 from __future__ import annotations
 
-import io
-import json
-import socket
-
-import fastavro
 import pytest
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
-from tests.schema_registry_fixture import schema_registry  # noqa: F401 - pytest fixture
+from tests.schema_registry_fixture import Producer, closed_port, schema_registry  # noqa: F401 - pytest fixture
 from tests.lake_helpers import assert_lake_equals_upstream, lake_rows, snapshot_watermarks, table_rows
 from ticdc_lakehouse.archive_writer import write_partition
 from ticdc_lakehouse.pipeline import backfill, resume_table
@@ -277,7 +271,6 @@ def test_an_unreachable_schema_registry_fails_the_run_and_the_rerun_applies_ever
     and the run after the outage applies everything."""
     from ticdc_lakehouse.archive_writer import write_archive
     from ticdc_lakehouse.config import load_settings
-    from ticdc_lakehouse.decode.confluent_avro import confluent_frame
     from ticdc_lakehouse.model import SourceUnavailable
     from ticdc_lakehouse.spark_session import use_catalog
 
@@ -290,17 +283,9 @@ def test_an_unreachable_schema_registry_fails_the_run_and_the_rerun_applies_ever
         {"name": "id", "type": typed("int", "INT")}, {"name": "label", "type": typed("string", "TEXT")},
         {"name": "_tidb_op", "type": "string"}, {"name": "_tidb_commit_ts", "type": "long"},
         {"name": "_tidb_commit_physical_time", "type": "long"}]}
-    client = SchemaRegistryClient({"url": schema_registry})
-    key_id = client.register_schema("outage-key", Schema(json.dumps(key_schema), "AVRO"))
-    value_id = client.register_schema("outage-value", Schema(json.dumps(value_schema), "AVRO"))
-
-    def frame(schema_id: int, schema: dict, record: dict) -> bytes:
-        body = io.BytesIO()
-        fastavro.schemaless_writer(body, fastavro.parse_schema(schema), record)
-        return confluent_frame(schema_id, body.getvalue())
-
-    records = [(frame(key_id, key_schema, {"id": i}),
-                frame(value_id, value_schema, {"id": i, "label": f"item {i}", "_tidb_op": "c",
+    producer = Producer(schema_registry, "outage")
+    records = [(producer.encode(key_schema, {"id": i}, "key"),
+                producer.encode(value_schema, {"id": i, "label": f"item {i}", "_tidb_op": "c",
                                                "_tidb_commit_ts": 1000 + i, "_tidb_commit_physical_time": 0}))
                for i in range(1, 6)]
     archive = tmp_path / "archive"
@@ -315,10 +300,7 @@ def test_an_unreachable_schema_registry_fails_the_run_and_the_rerun_applies_ever
         use_catalog(spark, settings)
         return settings
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        closed = probe.getsockname()[1]
-    settings = settings_with_registry(f"http://127.0.0.1:{closed}")
+    settings = settings_with_registry(f"http://127.0.0.1:{closed_port()}")
     with pytest.raises(SourceUnavailable, match="schema registry"):
         backfill(settings, archive, changefeed="items", spark=spark)
     state = StateStore(spark, settings.catalog_name)

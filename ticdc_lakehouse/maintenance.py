@@ -52,7 +52,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from ticdc_lakehouse.config import Settings
 from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY, JavaIceberg, watermark_of
-from ticdc_lakehouse.iceberg.tables import quote
+from ticdc_lakehouse.iceberg.tables import qualified, quote
 from ticdc_lakehouse.state import NAMESPACE as CONTROL_NAMESPACE
 from ticdc_lakehouse.state import Checkpoint, StateStore
 from ticdc_lakehouse.timetravel import TAG_PREFIX, TSO_LOGICAL_BITS
@@ -495,7 +495,7 @@ def purge_graveyard(spark, settings: Settings, ji: JavaIceberg, changefeed: str,
     doomed = plan_graveyard_purge(graveyard_of(ji, changefeed), kept, halts)
     if not dry_run:
         for name in doomed:
-            spark.sql(f"DROP TABLE {quote(settings.catalog_name)}.{quote(DROPPED_NAMESPACE)}.{quote(name)} PURGE")
+            spark.sql(f"DROP TABLE {qualified(settings.catalog_name, DROPPED_NAMESPACE, name)} PURGE")
     return [f"{DROPPED_NAMESPACE}.{name}" for name in doomed]
 
 

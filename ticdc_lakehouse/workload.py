@@ -167,15 +167,7 @@ class Workload:
     def create_sample_tables(self) -> None:
         self.ddl(f"CREATE DATABASE `{self.schema}`", "CREATE_SCHEMA", None, lambda: None)
         for name, columns, pk in SAMPLE_TABLES:
-            table = UpstreamTable(
-                self.schema, name, [ColumnSchema(c, t, nullable) for c, t, nullable in columns], pk, 0
-            )
-
-            def create(table: UpstreamTable = table) -> None:
-                self.tables[table.name] = table
-
-            self.ddl(_create_sql(table), "CREATE_TABLE", name, create)
-            self.next_id[name] = 1
+            self.create_table(name, columns, pk)
 
     def create_table(self, name: str, columns: list[tuple[str, str, bool]], primary_key: tuple[str, ...]) -> int:
         """CREATE TABLE of a table of ``(name, type, nullable)`` columns; rows come with the next transactions."""
@@ -191,15 +183,12 @@ class Workload:
 
     def drop_table(self, name: str) -> int:
         """DROP TABLE: the table and its rows are gone upstream from this ts on."""
-        ts = self._next_ts()
-        pre = self.tables[name].table_schema()
-        self.tables.pop(name)
-        self.next_id.pop(name, None)
-        for p in range(self.partitions):
-            self._send(p, DDLEvent(self.schema, name, ts, f"DROP TABLE `{self.schema}`.`{name}`", "DROP_TABLE",
-                                   self._pos(p), pre_table_schema=pre))
-        self._remember(ts)
-        return ts
+
+        def mutate() -> None:
+            self.tables.pop(name)
+            self.next_id.pop(name, None)
+
+        return self.ddl(f"DROP TABLE `{self.schema}`.`{name}`", "DROP_TABLE", name, mutate)
 
     def add_column(self, table: str, column: str, mysql_type: str) -> int:
         def mutate() -> None:

@@ -323,7 +323,7 @@ def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, even
         if table_key(schema, table) not in ctx.row_stats and ctx.target(schema, table).exists:
             final.append((schema, table))  # no rows: only its watermark moves to the cut
     ensure_callback_server(spark)  # started here, not raced by the first MERGEs of several threads
-    flush_concurrently(ctx, final, cut, int(settings.merge.get("parallel_tables", 1) or 1))
+    flush_concurrently(ctx, final, cut, int(settings.merge["parallel_tables"]))
     # the cut: every live table of the changefeed and its snapshot
     cut_tables: dict[str, Optional[int]] = {}
     for name in sorted(tables | {f"{k[0]}.{k[1]}" for k in ctx.tables}):
@@ -361,23 +361,23 @@ def flush_concurrently(ctx: RunContext, tables: list[tuple[str, str]], upto_ts: 
     table's flush stays one sequential unit. Every table is attempted even when one fails (one broken table must
     not hold the others back); the first failure is raised afterwards, before the checkpoint, and the rerun
     continues from each table's own watermark. The py4j callback server must already run (see ``commit``)."""
-    errors: list[BaseException] = []
+
+    def attempt(name: tuple[str, str]) -> Optional[Exception]:
+        try:
+            ctx.flush(name[0], name[1], upto_ts)
+        except Exception as exc:  # noqa: BLE001 - raised below, after the other tables
+            log.error("flushing %s.%s failed: %s", name[0], name[1], exc)
+            return exc
+        return None
+
     if parallelism <= 1 or len(tables) <= 1:
-        for schema, table in tables:
-            try:
-                ctx.flush(schema, table, upto_ts)
-            except Exception as exc:  # noqa: BLE001 - raised below, after the other tables
-                log.error("flushing %s.%s failed: %s", schema, table, exc)
-                errors.append(exc)
+        outcomes = [attempt(name) for name in tables]
     else:
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=min(parallelism, len(tables)), thread_name_prefix="flush") as pool:
-            futures = [pool.submit(ctx.flush, schema, table, upto_ts) for schema, table in tables]
-        for (schema, table), future in zip(tables, futures):
-            if future.exception() is not None:
-                log.error("flushing %s.%s failed: %s", schema, table, future.exception())
-                errors.append(future.exception())
+            outcomes = list(pool.map(attempt, tables))
+    errors = [error for error in outcomes if error is not None]
     if errors:
         raise errors[0]
 
