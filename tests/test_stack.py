@@ -65,3 +65,75 @@ def test_iceberg_table_lifecycle_on_the_jdbc_catalog(spark, settings):
     assert current.column("qty").to_pylist() == [None, None, None, 9000000000]
     then = table.scan(snapshot_id=first_snapshot).to_arrow().sort_by("id")
     assert then.column("id").to_pylist() == [1, 2, 3]
+
+
+def test_an_existing_sqlite_catalog_file_is_opened_without_the_table_probe(tmp_path):
+    """Iceberg's table probe pins a connection when the tables exist (see ``spark_plan``): skipped then only."""
+    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.spark_session import session_plan, sqlite_catalog_initialized
+
+    settings = load_settings(env={"LAKEHOUSE_HOME": str(tmp_path), "LAKEHOUSE_CONFIG": ""})
+    probe = f"spark.sql.catalog.{settings.catalog_name}.jdbc.init-catalog-tables"
+    assert not sqlite_catalog_initialized(settings)
+    assert probe not in session_plan(settings).conf
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "catalog.db") as db:
+        db.execute("CREATE TABLE iceberg_tables (catalog_name TEXT)")
+        assert not sqlite_catalog_initialized(settings)  # half a catalog: Iceberg creates the rest
+        db.execute("CREATE TABLE iceberg_namespace_properties (catalog_name TEXT)")
+    assert sqlite_catalog_initialized(settings)
+    assert session_plan(settings).conf[probe] == "false"
+
+
+@pytest.mark.spark
+def test_concurrent_commits_through_a_catalog_opened_on_an_existing_file(spark_session, tmp_path):
+    """What every scheduled run after the first does: open the catalog file an earlier run created, then commit
+    to several tables at once (the final flush). Branch, read the branch, append to it, fast-forward: each
+    thread must see its own commits and none may fail on a lock."""
+    import threading
+    import uuid
+
+    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.iceberg.java_api import JavaIceberg
+    from ticdc_lakehouse.spark_session import use_catalog
+
+    def open_catalog(name: str):
+        settings = load_settings(env={"LAKEHOUSE_HOME": str(tmp_path), "LAKEHOUSE_CONFIG": "",
+                                      "LAKEHOUSE__CATALOG__NAME": name})
+        use_catalog(spark_session, settings)
+        return settings
+
+    open_catalog("earlier_run")
+    spark_session.sql("CREATE NAMESPACE earlier_run.s")  # the first run creates the file and its tables
+    settings = open_catalog("later_run")  # a later run: same file, a catalog initialized on it afresh
+    spark_session.sql("CREATE NAMESPACE later_run.s")
+    for i in range(4):
+        spark_session.sql(f"CREATE TABLE later_run.s.t{i} (id bigint) USING iceberg")
+        spark_session.range(1).writeTo(f"later_run.s.t{i}").append()
+    ji = JavaIceberg(spark_session, settings.catalog_name)
+    errors: list[str] = []
+
+    def commit_through_branches(i: int) -> None:
+        for round_ in range(8):
+            try:
+                table = ji.load("s", f"t{i}")
+                branch = "b" + uuid.uuid4().hex[:8]
+                table.manageSnapshots().createBranch(branch, table.currentSnapshot().snapshotId()).commit()
+                spark_session.sql(f"SELECT count(*) FROM later_run.s.t{i}.branch_{branch}").collect()
+                table = ji.load("s", f"t{i}")
+                table.newAppend().toBranch(branch).set("round", str(round_)).commit()
+                table.manageSnapshots().fastForwardBranch("main", branch).removeBranch(branch).commit()
+            except Exception as exc:  # noqa: BLE001 - collected and asserted below
+                errors.append(f"t{i} round {round_}: {str(exc).splitlines()[0]}")
+
+    threads = [threading.Thread(target=commit_through_branches, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    for i in range(4):
+        rounds = [r[0] for r in spark_session.sql(
+            f"SELECT summary['round'] FROM later_run.s.t{i}.snapshots WHERE summary['round'] IS NOT NULL").collect()]
+        assert sorted(rounds) == [str(r) for r in range(8)]

@@ -4,6 +4,13 @@ Two merges of one changefeed would both read the same watermarks and both commit
 wait (up to ``merge.lock_timeout_seconds``) or fail fast with a clear message. With the SQLite catalog (one host)
 it is an ``fcntl`` lock on a file under ``LAKEHOUSE_HOME``; with PostgreSQL it is a session advisory lock in the
 catalog database, which every host shares.
+
+Both die with the Python process that took them, but the Spark driver JVM does not: after a SIGKILL of the Python
+driver it lives on for a second or two (2.3 s measured) and finishes the Iceberg commits already under way (the
+final flush commits several tables at once). A rerun started in that window would read watermarks the dying run
+is still moving and collide with its catalog writes. So the JVM holds a lock of its own (:func:`driver_lock`,
+a Java file lock, released by the merge's end or by the JVM's exit), and a run waits for it before it reads any
+state.
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ import fcntl
 import hashlib
 import os
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Iterator
 
 from ticdc_lakehouse.config import Settings
@@ -80,12 +87,49 @@ def _postgres_lock(settings: Settings, changefeed: str, timeout: float) -> Itera
         connection.close()  # ends the session, releasing the advisory lock
 
 
+#: how long a run waits for the JVM of a killed run to exit (it takes seconds; a live one would hold the main lock)
+DRIVER_EXIT_WAIT_S = 60.0
+
+
 @contextmanager
-def changefeed_lock(settings: Settings, changefeed: str) -> Iterator[None]:
+def driver_lock(spark, settings: Settings, changefeed: str, timeout: float = DRIVER_EXIT_WAIT_S) -> Iterator[None]:
+    """The changefeed's lock held by this Spark driver JVM (see the module doc): waits up to ``timeout`` for the
+    JVM of a killed run to exit. It guards this host's drivers, which is where a killed run's JVM lives on."""
+    from py4j.protocol import Py4JJavaError
+
+    directory = settings.home / "locks"
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{changefeed}.driver.lock"
+    handle = spark._jvm.java.io.RandomAccessFile(str(path), "rw")
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                lock = handle.getChannel().tryLock()
+            except Py4JJavaError as exc:  # OverlappingFileLockException: this JVM holds it already
+                raise LockBusy(f"this Spark driver already merges changefeed {changefeed!r} (lock file {path})") from exc
+            if lock is not None:
+                break
+            if time.monotonic() >= deadline:
+                raise LockBusy(f"the Spark driver of an earlier merge of changefeed {changefeed!r} still holds {path} "
+                               f"after {timeout:.0f}s; stop that JVM (a leftover of a killed run) and rerun")
+            time.sleep(0.2)
+        try:
+            yield
+        finally:
+            lock.release()
+    finally:
+        handle.close()
+
+
+@contextmanager
+def changefeed_lock(settings: Settings, changefeed: str, spark=None) -> Iterator[None]:
+    """The changefeed's lock; with ``spark`` also its :func:`driver_lock` (a caller that takes the lock before
+    Spark starts takes the driver lock on its own once it has a session)."""
     timeout = float(settings.merge.get("lock_timeout_seconds", 0) or 0)
     if settings.catalog_uri.startswith("jdbc:postgresql:"):
-        with _postgres_lock(settings, changefeed, timeout):
-            yield
+        process_lock = _postgres_lock(settings, changefeed, timeout)
     else:
-        with _file_lock(settings, changefeed, timeout):
-            yield
+        process_lock = _file_lock(settings, changefeed, timeout)
+    with process_lock, (driver_lock(spark, settings, changefeed) if spark is not None else nullcontext()):
+        yield

@@ -582,14 +582,14 @@ def maintain(settings: Settings, changefeed: Optional[str] = None, dry_run: bool
     for name in names:
         with ExitStack() as stack:
             if not dry_run:
-                stack.enter_context(changefeed_lock(settings, name))
+                stack.enter_context(changefeed_lock(settings, name, spark))
             result["changefeeds"].append(maintain_changefeed(spark, settings, name, dry_run, say, now, policy))
     everyone = _known_changefeeds(spark, settings)
     try:
         with ExitStack() as stack:
             if not dry_run:
                 for name in everyone:
-                    stack.enter_context(changefeed_lock(settings, name))
+                    stack.enter_context(changefeed_lock(settings, name, spark))
             result["control_tables"] = maintain_control_tables(spark, settings, dry_run, say, policy)
     except LockBusy as exc:
         result["control_tables"] = {"skipped": f"a merge is running: {exc}"}

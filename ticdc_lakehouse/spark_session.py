@@ -105,8 +105,11 @@ class SparkPlan:
     jars: tuple[str, ...]
 
 
-def spark_plan(settings: Settings, app_name: Optional[str] = None) -> SparkPlan:
-    """The session settings for this deployment; pure, so spark-submit and tests share it."""
+def spark_plan(settings: Settings, app_name: Optional[str] = None, *, catalog_tables_exist: bool = False) -> SparkPlan:
+    """The session settings for this deployment; pure, so spark-submit and tests share it.
+
+    ``catalog_tables_exist``: the SQLite catalog file already holds Iceberg's tables
+    (:func:`sqlite_catalog_initialized`), so the catalog must not probe for them (see below)."""
     catalog = settings.catalog_name
     uri = settings.catalog_uri
     required = jdbc_driver_jar(uri)
@@ -155,6 +158,14 @@ def spark_plan(settings: Settings, app_name: Optional[str] = None) -> SparkPlan:
         # file: wait for a lock instead of failing, and let readers run beside the writer.
         conf[f"{prefix}.jdbc.busy_timeout"] = "60000"
         conf[f"{prefix}.jdbc.journal_mode"] = "WAL"
+        if catalog_tables_exist:
+            # Iceberg 1.10.2's JdbcCatalog.initialize probes for its tables with DatabaseMetaData.getTables and
+            # never closes that ResultSet: when the tables exist, the probe stays on its first row and pins one
+            # pooled connection in a read transaction at that moment's snapshot. That connection then reads stale
+            # metadata (a branch just created "does not exist") and its commits fail with SQLITE_BUSY(_SNAPSHOT)
+            # as soon as another connection wrote: every concurrent flush of a run on an existing lake failed that
+            # way. A fresh file is safe (the probe finds nothing and finishes); an existing one skips the probe.
+            conf[f"{prefix}.jdbc.init-catalog-tables"] = "false"
     if settings.catalog_user:
         conf[f"{prefix}.jdbc.user"] = settings.catalog_user
     if settings.catalog_password:
@@ -163,10 +174,37 @@ def spark_plan(settings: Settings, app_name: Optional[str] = None) -> SparkPlan:
     return SparkPlan(master=str(spark["master"]), app_name=app_name or spark["app_name"], conf=conf, jars=jars)
 
 
+def sqlite_catalog_initialized(settings: Settings) -> bool:
+    """Whether the deployment's SQLite catalog file already holds both of Iceberg's JDBC catalog tables."""
+    uri = settings.catalog_uri
+    if not uri.startswith("jdbc:sqlite:"):
+        return False
+    path = Path(uri[len("jdbc:sqlite:"):].split("?", 1)[0])
+    if not path.is_file():
+        return False
+    import sqlite3
+
+    connection = sqlite3.connect(path, timeout=60)
+    try:
+        names = {row[0] for row in connection.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('iceberg_tables', "
+            "'iceberg_namespace_properties')")}
+    except sqlite3.DatabaseError:
+        return False  # not a catalog file at all: the catalog itself will say so
+    finally:
+        connection.close()
+    return len(names) == 2
+
+
+def session_plan(settings: Settings, app_name: Optional[str] = None) -> SparkPlan:
+    """:func:`spark_plan` for a session about to open the catalog now (it looks at the catalog file)."""
+    return spark_plan(settings, app_name, catalog_tables_exist=sqlite_catalog_initialized(settings))
+
+
 def get_spark(settings: Settings, app_name: Optional[str] = None) -> "SparkSession":
     """Build (or reuse) the session: paid once per run, shared by every table the run touches."""
     check_pyspark_version()
-    plan = spark_plan(settings, app_name)
+    plan = session_plan(settings, app_name)
     prepare_local_state(settings)
     os.environ.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON") or _python())
     if plan.master.startswith("local"):
@@ -196,7 +234,7 @@ def prepare_local_state(settings: Settings) -> None:
 
 def use_catalog(spark, settings: Settings, plan: Optional[SparkPlan] = None) -> None:
     """Register ``settings``' catalog in a running session and make it the current catalog."""
-    plan = plan or spark_plan(settings)
+    plan = plan or session_plan(settings)
     prepare_local_state(settings)
     prefix = f"spark.sql.catalog.{settings.catalog_name}"
     for key, value in plan.conf.items():

@@ -174,9 +174,9 @@ def submit_plan(settings, app_name: str) -> dict[str, Any]:
     resolves the same Settings from its environment and ``get_spark`` sets them inside the driver.
     """
     from ticdc_lakehouse.config import is_secret_key
-    from ticdc_lakehouse.spark_session import spark_plan
+    from ticdc_lakehouse.spark_session import session_plan
 
-    plan = spark_plan(settings, app_name)
+    plan = session_plan(settings, app_name)
     conf = {key: value for key, value in plan.conf.items() if not is_secret_key(key)}
     return {
         "master": plan.master,

@@ -17,7 +17,6 @@ Order of work, following TiCDC's consumer:
 from __future__ import annotations
 
 import logging
-from contextlib import nullcontext
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -223,15 +222,16 @@ def run_merge(
     """Merge everything landed for ``changefeed`` up to its global resolved ts (see module doc).
 
     ``take_lock=False`` when the caller already holds the changefeed lock (taken before Spark starts, so a
-    second merge fails in a second, not after a JVM start)."""
+    second merge fails in a second, not after a JVM start); the driver lock is taken here either way, before any
+    state is read (``locks.driver_lock``: a killed run's JVM may still be committing)."""
     from ticdc_lakehouse.landing.segments import known_partitions, landed_topics, list_segments
-    from ticdc_lakehouse.locks import changefeed_lock
+    from ticdc_lakehouse.locks import changefeed_lock, driver_lock
 
     started = time.monotonic()
     cf = settings.changefeed(changefeed)
     protocol = protocol or cf.protocol
     say = progress or (lambda message: log.info(message))
-    lock = changefeed_lock(settings, cf.name) if take_lock else nullcontext()
+    lock = changefeed_lock(settings, cf.name, spark) if take_lock else driver_lock(spark, settings, cf.name)
     with lock, callback_session(spark):
         state = StateStore(spark, settings.catalog_name)
         checkpoint = state.latest_checkpoint(cf.name)
