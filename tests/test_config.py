@@ -66,3 +66,21 @@ def test_secrets_come_from_the_environment_and_are_masked(tmp_path):
 
     with pytest.raises(KeyError, match="KAFKA_PW"):
         load_settings(config, env={"LAKEHOUSE_HOME": str(tmp_path)})
+
+
+def test_large_message_settings_of_a_changefeed(tmp_path):
+    import pytest
+
+    config = tmp_path / "c.toml"
+    config.write_text('[changefeeds.shop]\nlarge_message_compression = "LZ4"\n'
+                      'claim_check_storage_uri = "s3://claims/shop?endpoint=http://minio:9000&access-key=AK'
+                      '&secret-access-key=${CLAIM_SECRET}"\n')
+    settings = load_settings(config, env={"LAKEHOUSE_HOME": str(tmp_path), "CLAIM_SECRET": "hunter2"})
+    options = settings.changefeed("shop").large_messages
+    assert options.compression == "lz4" and options.claim_check_storage_uri.endswith("secret-access-key=hunter2")
+    shown = str(settings.masked())
+    assert "hunter2" not in shown and "access-key=***" in shown
+    assert settings.changefeed("other").large_messages.compression == "none"
+    config.write_text('[changefeeds.shop]\nlarge_message_compression = "zstd"\n')
+    with pytest.raises(ValueError, match="changefeed 'shop': large_message_compression must be one of"):
+        load_settings(config, env={"LAKEHOUSE_HOME": str(tmp_path)})

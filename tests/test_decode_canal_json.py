@@ -184,3 +184,34 @@ def test_truncated_and_corrupted_messages_never_raise():
             assert all(isinstance(e, (DecodeFailure, RowChange, DDLEvent, ResolvedEvent)) for e in events)
             checked += 1
     assert checked > 500
+
+
+# --- large messages: large-message-handle-compression and claim-check --------------------------------------------
+
+
+def _large(compression: str, uri: str = "", raw_value: bool = False) -> CanalJsonDecoder:
+    from ticdc_lakehouse.decode import DecoderOptions
+    from ticdc_lakehouse.decode.large_messages import LargeMessageOptions
+
+    return CanalJsonDecoder(DecoderOptions(large_messages=LargeMessageOptions(compression, uri, raw_value)))
+
+
+@pytest.mark.parametrize("codec", ["snappy", "lz4"])
+def test_compressed_messages_decode_like_plain_ones(codec):
+    from ticdc_lakehouse.decode.large_messages import compress
+
+    value = dml(_tidb={"commitTs": 9}, data=[{"id": "7"}])
+    assert decode(compress(codec, value), _large(codec)) == decode(value)
+
+
+@pytest.mark.parametrize("raw_value", [False, True])
+def test_a_claim_checked_row_is_read_from_the_claim_check_storage(raw_value, tmp_path):
+    from ticdc_lakehouse.decode.large_messages import compress
+
+    full = compress("lz4", dml(_tidb={"commitTs": 9}, data=[{"id": "7"}]))
+    stored = full if raw_value else orjson.dumps({"key": None, "value": base64.b64encode(full).decode()})
+    (tmp_path / "r9.json").write_bytes(stored)
+    pointer = compress("lz4", dml(_tidb={"commitTs": 9, "claimCheckLocation": "s3:/b/r9.json"}, data=[{"id": "7"}]))
+    [event] = decode(pointer, _large("lz4", f"file://{tmp_path}", raw_value))
+    assert isinstance(event, RowChange) and event.after == {"id": "7"} and event.commit_ts == 9
+    assert (event.position.partition, event.position.offset) == (2, 0)

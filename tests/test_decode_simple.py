@@ -443,3 +443,47 @@ def test_truncated_and_corrupted_messages_never_raise(kind, make):
 def test_empty_value_is_a_failure_not_an_event():
     [failure] = decode_safely(SimpleJsonDecoder(), message(None, 3))
     assert isinstance(failure, DecodeFailure) and "empty" in failure.reason
+
+
+# --- large messages: large-message-handle-compression and claim-check --------------------------------------------
+
+
+def _large_options(compression: str, uri: str = "") -> DecoderOptions:
+    from ticdc_lakehouse.decode.large_messages import LargeMessageOptions
+
+    return DecoderOptions(large_messages=LargeMessageOptions(compression=compression, claim_check_storage_uri=uri))
+
+
+@pytest.mark.parametrize("codec", ["snappy", "lz4"])
+@pytest.mark.parametrize("make, load", [(SimpleJsonDecoder, lambda name: orjson.dumps(doc(name))),
+                                        (SimpleAvroDecoder, avro_from_doc)])
+def test_compressed_messages_decode_like_plain_ones(codec, make, load):
+    from ticdc_lakehouse.decode.large_messages import compress
+
+    names = ["bootstrap.json", "ddl_ALTER.json", "dml_INSERT.json", "dml_UPDATE.json", "watermark.json"]
+    plain, packed = make(), make(_large_options(codec))
+    for offset, name in enumerate(names):
+        assert decode_one(packed, compress(codec, load(name)), offset) == decode_one(plain, load(name), offset)
+    [failure] = decode_safely(make(), message(compress(codec, load("dml_INSERT.json"))))
+    assert isinstance(failure, DecodeFailure)
+
+
+@pytest.mark.parametrize("codec", ["none", "snappy"])
+def test_a_claim_checked_row_is_read_from_the_claim_check_storage(codec, tmp_path):
+    import base64
+
+    from ticdc_lakehouse.decode.large_messages import compress
+
+    full = orjson.dumps({"version": 1, "database": "db", "table": "t", "type": "INSERT", "commitTs": 3,
+                         "buildTs": 1, "schemaVersion": 1, "data": {"id": "1", "note": "n" * 9000}})
+    (tmp_path / "c1.json").write_bytes(orjson.dumps({"key": "", "value": base64.b64encode(compress(codec, full)).decode()}))
+    pointer = orjson.dumps({"version": 1, "database": "db", "table": "t", "type": "INSERT", "commitTs": 3,
+                            "buildTs": 1, "schemaVersion": 1, "data": {"id": "1"},
+                            "claimCheckLocation": "s3:/bucket/claim/c1.json"})
+    decoder = SimpleJsonDecoder(_large_options(codec, str(tmp_path)))
+    event = decode_one(decoder, compress(codec, pointer), 12)
+    assert isinstance(event, RowChange) and event.after == {"id": "1", "note": "n" * 9000}
+    assert event.commit_ts == 3 and event.position.offset == 12
+    [failure] = decode_safely(SimpleJsonDecoder(_large_options(codec, str(tmp_path / "elsewhere"))),
+                              message(compress(codec, pointer), 12))
+    assert isinstance(failure, DecodeFailure) and "c1.json" in failure.reason and "does not exist" in failure.reason

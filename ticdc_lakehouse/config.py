@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from ticdc_lakehouse.decode.large_messages import LargeMessageOptions
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -68,6 +70,12 @@ DEFAULT_CHANGEFEED: dict[str, Any] = {
     # "auto": protocols that carry resolved events wait for them; Confluent Avro (no watermark by default) does not.
     # "none": apply everything landed, each key in commit-ts order (Avro/Canal-JSON without the TiDB extension).
     "resolved_ts": "auto",
+    # TiCDC's large-message handling, as set on the changefeed's sink (see decode/large_messages.py):
+    # "none" | "snappy" | "lz4" (large-message-handle-compression)
+    "large_message_compression": "none",
+    # where claim-check files are (claim-check-storage-uri): file:///dir, s3://bucket/prefix?endpoint=..., gs://...
+    "claim_check_storage_uri": "",
+    "claim_check_raw_value": False,  # Canal-JSON's claim-check-raw-value
 }
 
 #: short environment variable names for the settings people change most
@@ -94,6 +102,7 @@ class ChangefeedConfig:
     schema_registry: Mapping[str, Any]
     consumer_group: str
     resolved_ts: str = "auto"
+    large_messages: LargeMessageOptions = field(default_factory=LargeMessageOptions)
 
     @property
     def group_id(self) -> str:
@@ -232,7 +241,20 @@ def _changefeed(name: str, values: Mapping[str, Any]) -> ChangefeedConfig:
         schema_registry=dict(merged["schema_registry"]),
         consumer_group=merged["consumer_group"],
         resolved_ts=merged["resolved_ts"],
+        large_messages=_large_messages(name, merged),
     )
+
+
+def _large_messages(name: str, merged: Mapping[str, Any]) -> LargeMessageOptions:
+    raw_value = merged["claim_check_raw_value"]
+    if isinstance(raw_value, str):
+        raw_value = _coerce(raw_value, False)
+    try:
+        return LargeMessageOptions(compression=str(merged["large_message_compression"] or "none").lower(),
+                                   claim_check_storage_uri=str(merged["claim_check_storage_uri"] or ""),
+                                   claim_check_raw_value=bool(raw_value))
+    except ValueError as exc:
+        raise ValueError(f"changefeed {name!r}: {exc}") from None
 
 
 def load_settings(config_file: Optional[str | Path] = None, env: Optional[Mapping[str, str]] = None) -> Settings:
@@ -272,8 +294,10 @@ def mask_secrets(value: Any, key: str = "") -> Any:
 
 
 def mask_uri_password(text: str) -> str:
-    """``postgresql://u:pw@h/db`` -> ``postgresql://u:***@h/db``; also ``password=...`` query parameters."""
+    """``postgresql://u:pw@h/db`` -> ``postgresql://u:***@h/db``; also query parameters whose name says secret
+    (``password=``, ``secret-access-key=``, ``access-key=``, ``session-token=`` ...: TiCDC's S3 URIs carry them)."""
     import re
 
     text = re.sub(r"(://[^:/@\s]+:)[^@\s]+(@)", r"\1***\2", text)
-    return re.sub(r"((?:password|secret)=)[^&;\s]+", r"\1***", text, flags=re.IGNORECASE)
+    return re.sub(r"((?:^|[?&;])[\w.-]*(?:password|secret|token|access[-_]key|credential)[\w.-]*=)[^&;\s]+",
+                  r"\1***", text, flags=re.IGNORECASE)

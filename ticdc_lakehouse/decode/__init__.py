@@ -12,6 +12,7 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol
 
+from ticdc_lakehouse.decode.large_messages import LargeMessageOptions
 from ticdc_lakehouse.model import DecodeError, DecodeFailure, Event, Message, SourceUnavailable
 
 #: protocol name -> "module:Class" (imported lazily so executors load only what they use)
@@ -35,6 +36,8 @@ class DecoderOptions:
 
     schema_registry_url: Optional[str] = None
     schema_registry_config: dict[str, Any] = field(default_factory=dict)
+    #: the sink's large-message handling (compression, claim-check storage): see ``large_messages``
+    large_messages: LargeMessageOptions = field(default_factory=LargeMessageOptions)
     extra: dict[str, Any] = field(default_factory=dict)
 
 

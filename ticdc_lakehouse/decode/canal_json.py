@@ -17,8 +17,9 @@ Values are strings: ENUM index and SET bitmask (bare ``enum``/``set`` descriptor
 (``mysqlType`` containing ``blob``/``binary``) are ISO-8859-1 text of the bytes, which we turn into base64.
 Descriptors come from ``mysqlType`` (never from ``sqlType``, whose code depends on the value). An UPDATE whose
 ``old`` holds only the changed columns (``only-output-updated-columns``) gets the rest from ``data``, like
-TiCDC's own decoder. ``onlyHandleKey``/``claimCheckLocation`` rows need the upstream TiDB or external storage:
-they are decode errors.
+TiCDC's own decoder. ``onlyHandleKey`` rows need the upstream TiDB: they are decode errors. ``claimCheckLocation``
+rows are read from the changefeed's claim-check storage, and values compressed with
+``large-message-handle-compression`` are decompressed first (``large_messages``), as TiCDC's consumer does.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import orjson
 from ticdc_lakehouse.decode import DecoderOptions
 from ticdc_lakehouse.decode._ddl_kind import classify_query, schema_of_schema_ddl
 from ticdc_lakehouse.decode._type_text import base_type, is_binary_descriptor, normalize_descriptor
+from ticdc_lakehouse.decode.large_messages import LargeMessages
 from ticdc_lakehouse.model import (
     DELETE,
     INSERT,
@@ -56,11 +58,14 @@ class CanalJsonDecoder:
     def __init__(self, options: Optional[DecoderOptions] = None) -> None:
         self.options = options or DecoderOptions()
         self._descriptor_cache: dict[str, tuple[str, Optional[Converter]]] = {}
+        self.large = LargeMessages(self.options.large_messages)
 
     def decode(self, message: Message) -> list[Event]:
         value = message.value
         if not value:
             raise DecodeError(f"{self.name}: empty message value")
+        if self.large.compressed:  # large-message-handle-compression: the whole value
+            value = self.large.decompress(value, f"{self.name} value")
         events: list[Event] = []
         for document in _documents(value):
             try:
@@ -70,6 +75,24 @@ class CanalJsonDecoder:
             except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
                 raise DecodeError(f"{self.name}: malformed message: {type(exc).__name__}: {exc}") from exc
         return events
+
+    def _claim_checked(self, location: Any, message: Message, events: list[Event]) -> None:
+        """The row TiCDC moved to claim-check storage: the stored value is the whole (compressed) message."""
+        what = f"{self.name} claim-check row"
+        if type(location) is not str:
+            raise DecodeError(f"{what}: claimCheckLocation is not a string")
+        _, value = self.large.claim_check(location, what)
+        stored: list[Event] = []
+        for document in _documents(self.large.decompress(value, f"{what}: stored value")):
+            if isinstance(document, dict) and isinstance(document.get("_tidb"), dict) \
+                    and document["_tidb"].get("claimCheckLocation"):
+                raise DecodeError(f"{what}: the claim-check file at {location!r} points to another claim check")
+            self._decode_document(document, message, stored)
+        if not stored or any(type(event) is not RowChange for event in stored):
+            raise DecodeError(f"{what}: the claim-check file at {location!r} does not hold rows")
+        for event in stored:
+            event.position = message.position(len(events))
+            events.append(event)
 
     def _decode_document(self, doc: Any, message: Message, events: list[Event]) -> None:
         if not isinstance(doc, dict):
@@ -95,11 +118,10 @@ class CanalJsonDecoder:
                     f"{self.name}: onlyHandleKey row (the row was too large and only its key was sent); completing "
                     "it needs the upstream TiDB, which the lakehouse does not query"
                 )
-            if tidb.get("claimCheckLocation"):
-                raise DecodeError(
-                    f"{self.name}: claim-check row stored at {tidb['claimCheckLocation']!r}; claim-check is not "
-                    "supported, disable large-message-handle"
-                )
+            location = tidb.get("claimCheckLocation")
+            if location:
+                self._claim_checked(location, message, events)
+                return
         schema, table = doc["database"], doc["table"]
         if not isinstance(schema, str) or not isinstance(table, str):
             raise DecodeError(f"{self.name}: DML without database/table names")

@@ -23,9 +23,10 @@ What the decoder does beyond splitting the framing, and why:
   current ``1.23`` decode alike.
 * Legacy batches that pack several DDL or resolved events in one message (2020 encoders) and empty batches
   (a key that is only the version) are read as they are; current TiCDC never writes them.
-* ``ohk`` (only handle-key columns) and ``ccl`` (claim check) keys mean the row is *not* in the message; they
-  raise a DecodeError saying so, instead of merging a partial row.
-* Not supported: values compressed with ``large-message-handle-compression`` (the error says so).
+* ``ohk`` (only handle-key columns) means the row is *not* in the message: a DecodeError says so, instead of
+  merging a partial row. A ``ccl`` (claim check) key is read from the changefeed's claim-check storage, and row
+  and DDL value items compressed with ``large-message-handle-compression`` are decompressed first
+  (``large_messages``), as TiCDC's consumer does.
 
 Speed: rows of one table share their column names, type codes and flags. The first row of a table builds a
 *shape*: descriptors, handle columns and a converter generated for exactly those columns, which checks every
@@ -48,6 +49,7 @@ from orjson import JSONDecodeError, loads
 from ticdc_lakehouse import model
 from ticdc_lakehouse.decode.canonical_text import decimal_text, is_plain_decimal
 from ticdc_lakehouse.decode.go_text import float32_repr, go_unquote
+from ticdc_lakehouse.decode.large_messages import LargeMessages
 from ticdc_lakehouse.decode.mysql_type_codes import (
     BLOB_CODES,
     FLAG_BINARY,
@@ -382,8 +384,8 @@ def _build_row_shape(signature: tuple[tuple[str, int, int, bool], ...]) -> Optio
 def _payload_error(what: str, index: int, payload: bytes, exc: Exception) -> DecodeError:
     hint = ""
     if payload[:1] != b"{":
-        hint = (" (the payload is not JSON; values compressed with large-message-handle-compression are not"
-                " supported)")
+        hint = (" (the payload is not JSON: if TiCDC compressed it with large-message-handle-compression, set the"
+                " same large_message_compression in the changefeed's configuration)")
     return DecodeError(f"Open Protocol event {index}: {what} is not valid JSON: {exc}{hint}")
 
 
@@ -532,6 +534,13 @@ class OpenProtocolDecoder:
 
     def __init__(self, options: Any = None) -> None:
         self.options = options
+        self.large = LargeMessages(getattr(options, "large_messages", None))
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"options": self.options}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["options"])
 
     def decode(self, message: Message) -> list[model.Event]:
         key = message.key
@@ -588,6 +597,8 @@ class OpenProtocolDecoder:
             position = make_position(topic, partition, offset, index)
             if row_key is not None:
                 if payload is not None:  # _row_event, inlined for the bulk of the stream
+                    if self.large.compressed:
+                        payload = self.large.decompress(payload, f"Open Protocol event {index}: row value")
                     schema, table, ts = row_key.scm, row_key.tbl, row_key.ts
                     codec = tables_get((schema, table))
                     event = codec.row(schema, table, ts, payload, position) if codec is not None else None
@@ -612,11 +623,13 @@ class OpenProtocolDecoder:
         if kind == MESSAGE_ROW:
             if payload is None:
                 raise DecodeError(f"Open Protocol event {index}: row key without a value item")
-            return self._row(head, ts, payload, position, index)
+            return self._row(head, ts, self.large.decompress(payload, f"Open Protocol event {index}: row value"),
+                             position, index)
         if kind == MESSAGE_DDL:
             if payload is None:
                 raise DecodeError(f"Open Protocol event {index}: DDL key without a value item")
-            return self._ddl(head, ts, payload, position, index)
+            return self._ddl(head, ts, self.large.decompress(payload, f"Open Protocol event {index}: DDL value"),
+                             position, index)
         if kind == MESSAGE_RESOLVED:
             # the value item of a resolved event is empty by definition; a missing one is tolerated
             return ResolvedEvent(ts=ts, position=position)
@@ -639,10 +652,23 @@ class OpenProtocolDecoder:
                 " sent; the full row must be read from upstream TiDB at this ts")
         location = head.get("ccl")
         if location:
-            raise DecodeError(
-                f"Open Protocol event {index} ({schema}.{table} @ {ts}): the row data is not in the message: it was"
-                f" moved to claim-check storage at {location!r} (large-message-handle-option=claim-check)")
+            if type(location) is not str:
+                raise DecodeError(f"Open Protocol event {index}: ccl is not a string")
+            return self._claim_checked(location, position, f"Open Protocol event {index} ({schema}.{table} @ {ts})")
         return _row_event(schema, table, ts, payload, position, index)
+
+    def _claim_checked(self, location: str, position: model.Position, what: str) -> RowChange:
+        """The row stored in claim-check storage: the whole message TiCDC would have sent (one row event)."""
+        key, value = self.large.claim_check(location, what)
+        if key is None:
+            raise DecodeError(f"{what}: the claim-check file has no key")
+        inner = Message(position.topic, position.partition, position.offset, key, value)
+        events = self.decode(inner)
+        if len(events) != 1 or type(events[0]) is not RowChange:
+            raise DecodeError(f"{what}: the claim-check file does not hold exactly one row event")
+        row = events[0]
+        row.position = position
+        return row
 
     def _ddl(self, head: dict, ts: int, payload: bytes, position: model.Position, index: int) -> DDLEvent:
         schema, table = self._names(head, index)

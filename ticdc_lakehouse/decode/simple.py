@@ -16,8 +16,10 @@ Value forms on the wire (tiflow ``pkg/sink/codec/simple``):
 * Avro: a union of null, long, float, double, string, bytes, ``Timestamp`` and ``UnsignedBigint`` (the uint64
   bits stored in a long).
 
-``handleKeyOnly`` and ``claimCheckLocation`` messages need the upstream TiDB or the claim-check storage to be
-completed; the lakehouse has neither, so they are decode errors (dead-letter), never partial rows.
+``handleKeyOnly`` messages need the upstream TiDB to be completed, which the lakehouse does not query: they are
+decode errors (dead-letter), never partial rows. ``claimCheckLocation`` rows are read from the changefeed's
+claim-check storage, and values compressed with ``large-message-handle-compression`` are decompressed first
+(``large_messages``), as TiCDC's consumer does.
 
 Speed (JSON): DML rows are the bulk of a topic, and reading them from an orjson dict costs a dozen ``dict.get``
 calls and type checks per row. ``SimpleJsonDecoder`` first reads a message with a typed msgspec decoder
@@ -30,6 +32,7 @@ the reference path does (``tests/test_decode_simple.py`` checks that with hypoth
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +51,7 @@ from ticdc_lakehouse.decode._type_text import (
     float32_text,
     is_float32_exact,
 )
+from ticdc_lakehouse.decode.large_messages import LargeMessages
 from ticdc_lakehouse.decode.positions import make_position
 from ticdc_lakehouse.model import (
     DELETE,
@@ -100,6 +104,7 @@ class _SimpleDecoder:
     def __init__(self, options: Optional[DecoderOptions] = None) -> None:
         self.options = options or DecoderOptions()
         self._schemas: dict[tuple[str, str, int], _CachedSchema] = {}
+        self.large = LargeMessages(self.options.large_messages)
 
     # --- subclass hooks --------------------------------------------------------------------------------------
     def _parse(self, value: bytes) -> tuple[str, dict[str, Any]]:
@@ -114,6 +119,12 @@ class _SimpleDecoder:
 
     # --- decoding --------------------------------------------------------------------------------------------
     def decode(self, message: Message) -> list[Event]:
+        """TiCDC compresses the whole value with large-message-handle-compression: undone first."""
+        if self.large.compressed and message.value:
+            message = dataclasses.replace(message, value=self.large.decompress(message.value, f"{self.name} value"))
+        return self._decode(message)
+
+    def _decode(self, message: Message) -> list[Event]:
         value = message.value
         if not value:
             raise DecodeError(f"{self.name}: empty message value")
@@ -132,13 +143,25 @@ class _SimpleDecoder:
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise DecodeError(f"{self.name}: malformed {kind} message: {type(exc).__name__}: {exc}") from exc
 
+    def _claim_checked(self, location: Any, position: Position) -> RowChange:
+        """The row TiCDC moved to claim-check storage: the stored value is the whole (compressed) message."""
+        what = f"{self.name} claim-check message"
+        if type(location) is not str:
+            raise DecodeError(f"{what}: claimCheckLocation is not a string")
+        _, value = self.large.claim_check(location, what)
+        value = self.large.decompress(value, f"{what}: stored value")
+        inner = self._decode(Message(position.topic, position.partition, position.offset, None, value))
+        if len(inner) != 1 or type(inner[0]) is not RowChange:
+            raise DecodeError(f"{what}: the claim-check file at {location!r} does not hold one row")
+        row = inner[0]
+        row.position = position
+        return row
+
     def _row(self, msg: dict[str, Any], position: Position) -> RowChange:
         get = msg.get
-        if get("claimCheckLocation"):
-            raise DecodeError(
-                f"{self.name}: claim-check message (the row is in external storage at "
-                f"{msg['claimCheckLocation']!r}); claim-check is not supported, disable large-message-handle"
-            )
+        location = get("claimCheckLocation")
+        if location:
+            return self._claim_checked(location, position)
         if get("handleKeyOnly"):
             raise DecodeError(
                 f"{self.name}: handle-key-only message (only the key columns were sent because the row was too "
@@ -281,7 +304,7 @@ class SimpleJsonDecoder(_SimpleDecoder):
             raise DecodeError(f"{self.name}: {kind} message without 'data' or 'old'")
         raise DecodeError(f"{self.name}: unknown message type {kind!r}")
 
-    def decode(self, message: Message) -> list[Event]:
+    def _decode(self, message: Message) -> list[Event]:
         """The typed path for DML rows; every other message, or a row it does not read, goes to the reference."""
         value = message.value
         if value:
@@ -293,7 +316,7 @@ class SimpleJsonDecoder(_SimpleDecoder):
                 row = self._typed_row(msg, message)
                 if row is not None:
                     return [row]
-        return super().decode(message)
+        return super()._decode(message)
 
     def _typed_row(self, msg: _DmlMessage, message: Message) -> Optional[RowChange]:
         """``_row`` for a message ``_decode_dml`` accepted, or None when only the reference path may answer.

@@ -16,11 +16,14 @@ which ``encode_batch`` will produce if asked, to exercise decoders on legacy dat
 from __future__ import annotations
 
 import base64
+import dataclasses
+import json
 import struct
 from typing import Iterable, Optional, Sequence
 
 from ticdc_lakehouse import model
 from ticdc_lakehouse.decode.go_text import go_float_json, go_json_string, go_quote
+from ticdc_lakehouse.decode.large_messages import compress
 from ticdc_lakehouse.decode.mysql_type_codes import (
     BLOB_CODES,
     FLAG_BINARY,
@@ -41,11 +44,13 @@ FLAVORS = ("ticdc", "tiflow")
 class OpenProtocolEncoder:
     """Encode model events as Open Protocol ``(key, value)`` messages."""
 
-    def __init__(self, flavor: str = "ticdc") -> None:
+    def __init__(self, flavor: str = "ticdc", compression: str = "none") -> None:
+        """``compression``: TiCDC's large-message-handle-compression, applied to every row and DDL value item."""
         if flavor not in FLAVORS:
             raise ValueError(f"unknown Open Protocol flavor {flavor!r}; expected one of {FLAVORS}")
         self.flavor = flavor
         self._html = flavor == "tiflow"
+        self.compression = compression
 
     def encode(self, event: model.Event) -> tuple[Optional[bytes], bytes]:
         """One event as one message."""
@@ -57,6 +62,8 @@ class OpenProtocolEncoder:
         value_parts = []
         for event in events:
             key_json, value_json = self.event_json(event)
+            if value_json and self.compression != "none":
+                value_json = compress(self.compression, value_json)
             key_parts.append(_U64.pack(len(key_json)))
             key_parts.append(key_json)
             value_parts.append(_U64.pack(len(value_json)))
@@ -75,6 +82,21 @@ class OpenProtocolEncoder:
         if batch:
             messages.append(self.encode_batch(batch))
         return messages
+
+    def encode_claim_check(self, row: RowChange, location: str) -> tuple[bytes, bytes, bytes]:
+        """A row sent the claim-check way: ``(Kafka key, Kafka value, stored file)``. The Kafka message carries
+        ``ccl`` and only the handle-key columns; the file is Go's JSON of the whole message TiCDC would have sent
+        (``{"key": base64, "value": base64}``)."""
+        key, value = self.encode(row)
+        keys = set(row.key_columns)
+        handle_only = dataclasses.replace(
+            row, after=None if row.after is None else {k: v for k, v in row.after.items() if k in keys},
+            before=None if row.before is None else {k: v for k, v in row.before.items() if k in keys})
+        _, small_value = self.encode(handle_only)
+        key_json = self._key(row.commit_ts, row.schema, row.table, 1)[:-1] + b',"ccl":' + \
+            self._str(location).encode("utf-8") + b"}"
+        stored = json.dumps({"key": base64.b64encode(key).decode(), "value": base64.b64encode(value).decode()})
+        return VERSION_HEADER + _U64.pack(len(key_json)) + key_json, small_value, stored.encode()
 
     # --- JSON ---------------------------------------------------------------------------------------------------
 

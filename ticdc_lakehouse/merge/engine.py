@@ -252,7 +252,8 @@ def run_merge(
             report.seconds = time.monotonic() - started
             return report
         options = DecoderOptions(
-            schema_registry_url=cf.schema_registry_url or None, schema_registry_config=dict(cf.schema_registry)
+            schema_registry_url=cf.schema_registry_url or None, schema_registry_config=dict(cf.schema_registry),
+            large_messages=cf.large_messages,
         )
         say(f"{cf.name}: decoding {len(paths)} landed segment(s) with protocol {protocol}")
         from pyspark import StorageLevel
