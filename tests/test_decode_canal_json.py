@@ -164,14 +164,17 @@ def test_registered_and_picklable():
     assert isinstance(pickle.loads(pickle.dumps(decoder)), CanalJsonDecoder)
 
 
-def test_truncated_and_corrupted_messages_never_raise():
-    decoder = CanalJsonDecoder()
-    samples = [
+@pytest.mark.parametrize("codec", ["none", "lz4", "snappy"])  # large-message-handle-compression
+def test_truncated_and_corrupted_messages_never_raise(codec):
+    from ticdc_lakehouse.decode.large_messages import compress
+
+    decoder = _large(codec)
+    samples = [compress(codec, value) for value in (
         (CANAL / "tiflow_TestCanalJSONBatchDecoderWithTerminator.value.txt").read_bytes(),
         (CANAL / "tiflow_TestCheckpointEventValueMarshal.expected.json").read_bytes(),
         (CANAL / "tiflow_TestDDLEventWithExtensionValueMarshal.expected.json").read_bytes(),
         dml(mysqlType={"id": "int", "b": "varbinary", "f": "float"}, data=[{"id": "1", "b": "\u00ff", "f": "1"}]),
-    ]
+    )]
     checked = 0
     for value in samples:
         variants = [value[:cut] for cut in range(0, len(value), max(1, len(value) // 50))]

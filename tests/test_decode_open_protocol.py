@@ -436,6 +436,21 @@ def test_fuzz_corrupted_encoder_output_never_escapes_decode_safely(events, rng):
                 assert_valid_event(event)
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(row_changes(), ddl_events(), resolved_events), min_size=1, max_size=3),
+       st.sampled_from(["snappy", "lz4"]), st.randoms(use_true_random=False))
+def test_fuzz_corrupted_compressed_messages_never_escape_decode_safely(events, codec, rng):
+    """large-message-handle-compression: corrupted compressed value items are dead letters, like any bad bytes."""
+    key, value = OpenProtocolEncoder(compression=codec).encode_batch(events)
+    decoder = _large(codec)
+    assert decode_safely(decoder, message(key, value)) == decode_safely(make_decoder("open"),
+                                                                          message(*OpenProtocolEncoder().encode_batch(events)))
+    seed = rng.randrange(2**32)
+    for broken_value in corruptions(value, seed=seed, count=12):
+        for event in decode_safely(decoder, message(key, broken_value)):
+            assert_valid_event(event)
+
+
 # --- the typed fast path reads exactly what the reference path reads ------------------------------------------
 
 #: (type code, flags) of columns whose values the typed path converts differently: ints, decimals, floats,

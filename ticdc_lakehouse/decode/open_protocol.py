@@ -560,6 +560,7 @@ class OpenProtocolDecoder:
         append = events.append
         decode_row_key = _decode_row_key
         tables_get = _TABLES.get
+        compressed = self.large.compressed
         kpos = 8
         vpos = 0
         index = 0
@@ -597,7 +598,7 @@ class OpenProtocolDecoder:
             position = make_position(topic, partition, offset, index)
             if row_key is not None:
                 if payload is not None:  # _row_event, inlined for the bulk of the stream
-                    if self.large.compressed:
+                    if compressed:
                         payload = self.large.decompress(payload, f"Open Protocol event {index}: row value")
                     schema, table, ts = row_key.scm, row_key.tbl, row_key.ts
                     codec = tables_get((schema, table))
