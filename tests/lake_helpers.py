@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+import threading
+from typing import Any, Callable
 
 from ticdc_lakehouse.output import json_value
 from ticdc_lakehouse.workload import Workload
@@ -58,3 +59,12 @@ def backfill_open_protocol_runs(spark, settings, archive, *runs) -> list[dict[st
         write_archive(archive, "t", {0: [(*encoder.encode(e), [], None) for e in events]})
         reports.append(backfill(settings, archive, protocol="open", spark=spark))
     return reports
+
+
+def run_concurrently(target: Callable[[int], None], count: int) -> None:
+    """``target(0)`` ... ``target(count - 1)``, each in a thread of its own, all started before any is waited for."""
+    threads = [threading.Thread(target=target, args=(index,)) for index in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()

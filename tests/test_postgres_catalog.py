@@ -7,11 +7,9 @@ reads the same catalog.
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
-from tests.lake_helpers import assert_lake_equals_upstream
+from tests.lake_helpers import assert_lake_equals_upstream, run_concurrently
 from tests.postgres_fixture import postgres_url  # noqa: F401
 from ticdc_lakehouse.config import load_settings
 from ticdc_lakehouse.locks import LockBusy, changefeed_lock
@@ -46,11 +44,7 @@ def test_concurrent_commits_are_retried_and_none_is_lost(spark_session, pg_setti
         except Exception as exc:  # noqa: BLE001
             errors.append(exc)
 
-    threads = [threading.Thread(target=writer, args=(i,)) for i in range(3)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    run_concurrently(writer, 3)
     assert errors == []
     rows = sorted(tuple(r) for r in spark.sql("SELECT writer, n FROM pglake.conc.t").collect())
     assert rows == [(w, n) for w in range(3) for n in range(4)]

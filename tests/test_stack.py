@@ -91,9 +91,9 @@ def test_concurrent_commits_through_a_catalog_opened_on_an_existing_file(spark_s
     """What every scheduled run after the first does: open the catalog file an earlier run created, then commit
     to several tables at once (the final flush). Branch, read the branch, append to it, fast-forward: each
     thread must see its own commits and none may fail on a lock."""
-    import threading
     import uuid
 
+    from tests.lake_helpers import run_concurrently
     from ticdc_lakehouse.config import load_settings
     from ticdc_lakehouse.iceberg.java_api import JavaIceberg
     from ticdc_lakehouse.spark_session import use_catalog
@@ -127,11 +127,7 @@ def test_concurrent_commits_through_a_catalog_opened_on_an_existing_file(spark_s
             except Exception as exc:  # noqa: BLE001 - collected and asserted below
                 errors.append(f"t{i} round {round_}: {str(exc).splitlines()[0]}")
 
-    threads = [threading.Thread(target=commit_through_branches, args=(i,)) for i in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    run_concurrently(commit_through_branches, 4)
     assert errors == []
     for i in range(4):
         rounds = [r[0] for r in spark_session.sql(
