@@ -153,6 +153,10 @@ def test_table_watermarks_and_snapshots(lake):
 def test_halted_table_and_dead_letters(lake):
     feed = _feed(lake.status)
     assert feed["dead_letters"] == 1
+    [kind] = feed["dead_letter_reasons"]  # why, without SQL: the commonest errors with an example's place
+    garbage_offset = len(lake.w.sent[0])  # appended after the workload's records of partition 0
+    assert (kind["count"], kind["topic"], kind["partition"], kind["offset"]) == (1, lake.topic, 0, garbage_offset)
+    assert "Open Protocol" in kind["error"] and "\n" not in kind["error"]
     assert len(feed["halted"]) == 1
     halted = feed["halted"][0]
     assert halted["table"].lower() == "shop.customers"
@@ -169,6 +173,7 @@ def test_render_shows_the_same_facts(lake):
     assert f"applied cut: {cut}" in text
     assert "shop.customers at DDL ts" in text and "HALTED" in text
     assert "dead letters: 1" in text
+    assert f"    1 like {lake.topic}/0@" in text and "SELECT * FROM _lakehouse.dead_letters" in text
     assert f"total lag {sum(EXTRA.values())}" in text
     assert lake.topic in text
 

@@ -181,6 +181,24 @@ class StateStore:
             frame = frame.filter(f"changefeed = '{_escape(changefeed)}'")
         return {row["changefeed"]: row["count"] for row in frame.groupBy("changefeed").count().collect()}
 
+    def dead_letter_reasons(self, changefeed: str, limit: int = 5) -> list[dict[str, Any]]:
+        """The commonest kinds of dead letter of a changefeed, most frequent first: the error with its numbers
+        blanked (event index, offset, ts differ between messages of one kind), how many, and the first message's
+        error and place as an example. An aggregate in Spark: only ``limit`` rows reach the driver."""
+        from pyspark.sql import functions as F
+
+        self.ensure()
+        frame = self.spark.table(self.table("dead_letters")).filter(f"changefeed = '{_escape(changefeed)}'")
+        first_line = F.substring_index(F.col("error"), "\n", 1)
+        kinds = (frame.withColumn("kind", F.regexp_replace(F.substring(first_line, 1, 300), "[0-9]+", "N"))
+                 .groupBy("kind")
+                 .agg(F.count(F.lit(1)).alias("count"),
+                      F.min(F.struct("topic", "partition", "offset", first_line.alias("error"))).alias("first"))
+                 .orderBy(F.desc("count"), F.asc("kind"))
+                 .limit(limit))
+        return [{"count": row["count"], "error": row["first"]["error"], "topic": row["first"]["topic"],
+                 "partition": row["first"]["partition"], "offset": row["first"]["offset"]} for row in kinds.collect()]
+
     # -- halted tables -----------------------------------------------------------------------------------
     def halted(self, changefeed: Optional[str] = None, include_resolved: bool = False) -> list[HaltedTable]:
         self.ensure()

@@ -315,12 +315,13 @@ class LakeView:
     halted: list[dict[str, Any]]
     dead_letters: int
     tables: list[dict[str, Any]]
+    dead_letter_reasons: list[dict[str, Any]] = field(default_factory=list)
 
 
 def lake_view(spark, ji, catalog: str, changefeed: str, control_ready: bool, owners: Mapping[str, str]) -> LakeView:
     from ticdc_lakehouse.state import Checkpoint, StateStore
 
-    checkpoint, count, halted, dead = Checkpoint(changefeed), 0, [], 0
+    checkpoint, count, halted, dead, reasons = Checkpoint(changefeed), 0, [], 0, []
     if control_ready:
         state = StateStore(spark, catalog)
         checkpoint = state.latest_checkpoint(changefeed)
@@ -331,13 +332,15 @@ def lake_view(spark, ji, catalog: str, changefeed: str, control_ready: bool, own
             for h in state.halted(changefeed)
         ]
         dead = int(state.dead_letter_counts(changefeed).get(changefeed, 0))
+        if dead:
+            reasons = [{**kind, "error": _mask_text(kind["error"])} for kind in state.dead_letter_reasons(changefeed)]
     halted_names = {h["table"].lower() for h in halted}
     owned = {name for name, owner in owners.items() if owner == changefeed}
     names = {n.lower() for n in checkpoint.tables} | halted_names | owned
     tables = [
         _table_row(ji, name, checkpoint.tables.get(name), name in halted_names) for name in sorted(names)
     ]
-    return LakeView(checkpoint, count, halted, dead, tables)
+    return LakeView(checkpoint, count, halted, dead, tables, reasons)
 
 
 # -- assembling ---------------------------------------------------------------------------------------------
@@ -389,6 +392,7 @@ def _changefeed_status(settings: Settings, spark, ji, name: str, kafka: bool, co
         "tables": lake.tables,
         "halted": lake.halted,
         "dead_letters": lake.dead_letters,
+        "dead_letter_reasons": lake.dead_letter_reasons,
     }
 
 
@@ -509,6 +513,10 @@ def _render_changefeed(feed: Mapping[str, Any]) -> list[str]:
     else:
         out.append("  halted tables: none")
     out.append(f"  dead letters: {feed['dead_letters']}")
+    for kind in feed.get("dead_letter_reasons", ()):
+        out.append(f"    {kind['count']} like {kind['topic']}/{kind['partition']}@{kind['offset']}: {kind['error']}")
+    if feed["dead_letters"]:
+        out.append("    (all of them: SELECT * FROM _lakehouse.dead_letters; the raw bytes are kept there)")
     return out
 
 
