@@ -243,3 +243,19 @@ def test_landing_gaps_and_overlaps_are_reported(tmp_path):
     assert (row["landed_end"], row["kafka_end"], row["lag"], row["pending"]) == (25, 30, 5, 20)
     assert any("gap [10, 12)" in p for p in row["problems"])
     assert any("overlap [18, 20)" in p for p in row["problems"])
+
+
+def test_large_message_settings_show_when_set_with_secrets_masked(lake):
+    from ticdc_lakehouse.status import render_status
+
+    feed = _feed(lake.status)
+    assert feed["large_messages"] == {"compression": "none", "claim_check_storage_uri": ""}
+    assert "large messages" not in render_status(lake.status)
+    from ticdc_lakehouse.config import mask_uri_password
+
+    uri = mask_uri_password("s3://claims/p?endpoint=http://minio:9000&secret-access-key=hunter2")
+    shown = dict(lake.status, changefeeds=[dict(feed, large_messages={"compression": "lz4",
+                                                                       "claim_check_storage_uri": uri})])
+    text = render_status(shown)
+    assert "  large messages: compression lz4; claim-check storage s3://claims/p?endpoint=http://minio:9000" \
+           "&secret-access-key=***" in text and "hunter2" not in text

@@ -372,6 +372,8 @@ def _changefeed_status(settings: Settings, spark, ji, name: str, kafka: bool, co
         "protocol": checkpoint.protocol or cf.protocol,
         "topics": topics,
         "bootstrap_servers": _mask_text(cf.bootstrap_servers),
+        "large_messages": {"compression": cf.large_messages.compression,
+                           "claim_check_storage_uri": mask_uri_password(cf.large_messages.claim_check_storage_uri)},
         "settings": masked,
         "kafka": probe.as_dict(),
         "applied": {
@@ -461,6 +463,10 @@ def _render_changefeed(feed: Mapping[str, Any]) -> list[str]:
         f"changefeed {feed['changefeed']} (protocol {feed['protocol']}; topics {', '.join(feed['topics']) or '-'}; "
         f"kafka {feed['bootstrap_servers']})",
     ]
+    large = feed.get("large_messages") or {}
+    if large.get("compression", "none") != "none" or large.get("claim_check_storage_uri"):
+        out.append(f"  large messages: compression {large.get('compression', 'none')}; claim-check storage "
+                   f"{large.get('claim_check_storage_uri') or '-'}")
     if applied["resolved_ts"]:
         out.append(
             f"  applied cut: {applied['resolved_ts']} = {_time_text(applied['resolved_time'])} "
