@@ -70,3 +70,19 @@ def test_progress_is_structured_json_when_not_on_a_terminal(capsys):
     line = capsys.readouterr().err.strip()
     record = json.loads(line)
     assert record["command"] == "backfill" and record["message"].startswith("landed t[0]")
+
+
+def test_skip_message_wants_a_topic_partition_offset(cli_env):
+    result = run(["skip-message", "ticdc-5"], cli_env, check=False)
+    assert result.returncode != 0
+    assert "TOPIC/PARTITION/OFFSET" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_positions_name_the_topic_even_when_it_has_slashes():
+    from ticdc_lakehouse.pipeline import parse_position
+
+    assert parse_position("ticdc/0/17") == ("ticdc", 0, 17)
+    assert parse_position("team/a/3/0") == ("team/a", 3, 0)
+    for bad in ("ticdc/0", "/0/1", "ticdc/x/1", "ticdc/0/-1"):
+        with pytest.raises(ValueError, match="TOPIC/PARTITION/OFFSET"):
+            parse_position(bad)

@@ -143,6 +143,9 @@ def test_cut_metrics_tell_new_cut_tag_freshness_and_halts():
     avro = cut_metrics("orders", {"merge": {**merged["merge"], "protocol": "avro"}})
     assert avro["new_cut"] is True and avro["tag"] is None  # no resolved ts, no tag
     assert cut_metrics("orders", {})["resolved_ts"] == 0
+    assert metrics["held_partitions"] == []
+    held = cut_metrics("orders", {"merge": {**merged["merge"], "held": [{"topic": "t", "partition": 2, "offset": 9}]}})
+    assert held["held_partitions"] == ["t/2/9"]  # as lakehouse skip-message takes it
 
 
 def test_landing_can_be_narrowed_to_one_topic_of_the_changefeed(home):

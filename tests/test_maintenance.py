@@ -207,7 +207,8 @@ def test_orphan_files_are_removed(lake):
     assert not lake.orphan.exists()
     assert _feed(lake.real)["tables"]["shop.orders"]["remove_orphan_files"]["count"] == 1
     assert "skipped" not in lake.real["control_tables"]
-    assert set(lake.real["control_tables"]) == {"_lakehouse.checkpoints", "_lakehouse.dead_letters", "_lakehouse.halted"}
+    assert set(lake.real["control_tables"]) == {"_lakehouse.checkpoints", "_lakehouse.dead_letters", "_lakehouse.halted",
+                                                "_lakehouse.held"}
 
 
 def test_maintenance_waits_for_no_merge(lake):

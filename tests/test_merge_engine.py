@@ -396,3 +396,72 @@ def test_large_messages_compressed_or_claim_checked_land_every_row(spark, tmp_pa
     assert report["dead_letters"] == 0
     assert report["resolved_ts"] == workload.global_resolved_ts()
     assert_lake_equals_upstream(spark, workload, workload.global_resolved_ts())
+
+
+def test_hold_mode_stops_a_partition_at_an_undecodable_message_until_it_is_skipped(spark, tmp_path, monkeypatch,
+                                                                                     lakehouse_env):
+    """merge.on_undecodable = "hold": the partition with a bad message stops there (the cut stays below it), nothing
+    is dead-lettered until the operator skips it; then the next run dead-letters it and catches up."""
+    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.pipeline import skip_message
+
+    monkeypatch.setenv("LAKEHOUSE__MERGE__ON_UNDECODABLE", "hold")
+    settings = load_settings()
+    archive = tmp_path / "archive"
+    workload = Workload.started(seed=21, partitions=2, transactions=6)
+    workload.resolve(final=True)  # a resolved event precedes the bad message: the held partition's cut
+    write_to_archive(workload, archive, TOPIC, "open")
+    bad_offset = len(workload.sent[1])
+    write_partition(archive, TOPIC, 1, [(b"\x00\x00\x00\x00\x00\x00\x00\x01garbage", b"\xff", [], None)])
+    for _ in range(6):
+        workload.transaction(3)
+    workload.resolve(final=True)
+    write_to_archive(workload, archive, TOPIC, "open")
+
+    held = backfill(settings, archive, protocol="open", spark=spark)
+    assert not held["ok"]
+    report = held["merge"]
+    assert [(h["topic"], h["partition"], h["offset"]) for h in report["held"]] == [(TOPIC, 1, bad_offset)]
+    assert report["dead_letters"] == 0 and report["halted"] == []
+    cut = report["resolved_ts"]
+    assert 0 < cut < workload.global_resolved_ts(), "the cut stops below the held message"
+    assert_lake_equals_upstream(spark, workload, cut)
+    state = StateStore(spark, settings.catalog_name)
+    assert [h["offset"] for h in state.holds("default")] == [bad_offset]
+    assert backfill(settings, archive, protocol="open", spark=spark)["merge"]["resolved_ts"] == cut  # still held
+
+    assert skip_message(settings, f"{TOPIC}/1/{bad_offset}", spark=spark) == 1
+    assert skip_message(settings, f"{TOPIC}/1/{bad_offset}", spark=spark) == 0
+    done = backfill(settings, archive, protocol="open", spark=spark)
+    assert done["ok"] and done["merge"]["held"] == [] and done["merge"]["dead_letters"] == 1
+    assert_lake_equals_upstream(spark, workload, workload.global_resolved_ts())
+    letters = lake_rows(spark, "SELECT topic, partition, offset FROM _lakehouse.dead_letters")
+    assert letters == [{"topic": TOPIC, "partition": 1, "offset": bad_offset}]
+    assert state.holds("default") == []
+
+
+def test_hold_mode_applies_held_messages_in_order_once_the_cause_is_fixed(spark, tmp_path, monkeypatch, lakehouse_env):
+    """A changefeed whose TiCDC sink compresses large messages, configured without it: every row is held, not
+    dead-lettered; with the setting fixed the same landed data applies completely."""
+    from ticdc_lakehouse.archive_writer import write_archive
+    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.encode.open_protocol import OpenProtocolEncoder
+
+    config = tmp_path / "lakehouse.toml"
+    config.write_text('[merge]\non_undecodable = "hold"\n[changefeeds.default]\nprotocol = "open"\n')
+    monkeypatch.setenv("LAKEHOUSE_CONFIG", str(config))
+    workload = _phase_one(seed=17)
+    encoder = OpenProtocolEncoder(compression="snappy")
+    records = {p: [(*encoder.encode(e), [], None) for e in events] for p, events in workload.new_events().items()}
+    write_archive(tmp_path / "archive", TOPIC, records, records_per_batch=20, batches_per_segment=3)
+
+    held = backfill(load_settings(), tmp_path / "archive", spark=spark)["merge"]
+    assert len(held["held"]) == workload.partitions and held["dead_letters"] == 0
+    assert all("large_message_compression" in h["error"] for h in held["held"])
+
+    config.write_text(config.read_text() + 'large_message_compression = "snappy"\n')
+    fixed = backfill(load_settings(), tmp_path / "archive", spark=spark)["merge"]
+    assert fixed["held"] == [] and fixed["dead_letters"] == 0
+    assert fixed["resolved_ts"] == workload.global_resolved_ts()
+    assert_lake_equals_upstream(spark, workload, workload.global_resolved_ts())
+    assert StateStore(spark, load_settings().catalog_name).holds("default", resolution="passed")

@@ -108,3 +108,25 @@ def test_global_resolved_ts_is_the_minimum_of_forward_only_maxima(sequences):
             resolved = merge_resolved(resolved, {("t", partition): value})
     partitions = [("t", p) for p in sequences]
     assert global_resolved_ts(partitions, resolved) == min(max(v) for v in sequences.values())
+
+
+def test_a_partition_is_held_at_its_first_undecodable_message_the_operator_did_not_skip():
+    from ticdc_lakehouse.merge.plan import first_holds
+
+    a, b = ("t", 0), ("t", 1)
+    failures = [(a, 40), (a, 12), (b, 7), (b, 30)]
+    assert first_holds(failures) == {a: 12, b: 7}
+    assert first_holds(failures, skipped=[(a, 12), (b, 7), (b, 30)]) == {a: 40}
+    assert first_holds([], skipped=[(a, 1)]) == {}
+
+
+def test_a_held_partition_counts_only_resolved_events_before_its_hold_and_is_read_again_from_it():
+    from ticdc_lakehouse.merge.plan import global_resolved_ts, resolved_before_holds, unapplied_with_holds
+
+    a, b, c = ("t", 0), ("t", 1), ("t", 2)
+    seen = {a: 500, b: 480, c: 490}
+    held = resolved_before_holds(seen, before_hold={a: 300}, holds={a: 17, c: 5})
+    assert held == {a: 300, b: 480}  # c: no resolved event before its hold, so this run moves nothing of it
+    assert global_resolved_ts([a, b, c], merge_resolved({c: 200}, held)) == 200
+    assert unapplied_with_holds({a: 20, b: 9}, {a: 17, c: 5}) == {a: 17, b: 9, c: 5}
+    assert unapplied_with_holds({a: 3}, {a: 17}) == {a: 3}

@@ -259,3 +259,15 @@ def test_large_message_settings_show_when_set_with_secrets_masked(lake):
     text = render_status(shown)
     assert "  large messages: compression lz4; claim-check storage s3://claims/p?endpoint=http://minio:9000" \
            "&secret-access-key=***" in text and "hunter2" not in text
+
+
+def test_a_held_partition_shows_with_how_to_let_it_go_on(lake):
+    from ticdc_lakehouse.status import render_status
+
+    feed = _feed(lake.status)
+    assert feed["held"] == []  # this lake dead-letters (the default)
+    hold = {"topic": lake.topic, "partition": 2, "offset": 41, "error": "Open Protocol event 0: not JSON",
+            "held_at": "2026-11-25T10:00:00"}
+    text = render_status(dict(lake.status, changefeeds=[dict(feed, held=[hold])]))
+    assert f"  HELD partition {lake.topic}/2 at offset 41 (since 2026-11-25T10:00:00): Open Protocol" in text
+    assert f"lakehouse skip-message {lake.topic}/2/41" in text

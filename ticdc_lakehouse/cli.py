@@ -145,6 +145,17 @@ def cmd_resume(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_skip_message(args: argparse.Namespace) -> int:
+    from ticdc_lakehouse.pipeline import skip_message
+
+    count = skip_message(_settings(args), args.position, changefeed=args.changefeed)
+    if count == 0:
+        print(f"no partition is held at {args.position}", file=sys.stderr)
+        return 1
+    print(f"{args.position}: skipped; the next merge run sends it to the dead-letter table and goes on")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from ticdc_lakehouse.demo import run_demo
 
@@ -220,6 +231,11 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--retry", action="store_true", help="apply the DDL again on the next run")
     p.add_argument("--changefeed")
     p.set_defaults(func=cmd_resume)
+
+    p = sub.add_parser("skip-message", help="let a partition held at an undecodable message go on (dead-letter it)")
+    p.add_argument("position", help="TOPIC/PARTITION/OFFSET, as lakehouse status shows it")
+    p.add_argument("--changefeed")
+    p.set_defaults(func=cmd_skip_message)
 
     p = sub.add_parser("demo", help="generate a TiCDC workload, backfill it, show tables and time travel")
     p.add_argument("--protocol", default="open", choices=("open", "craft", "simple-json", "simple-avro"))

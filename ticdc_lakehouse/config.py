@@ -46,6 +46,9 @@ DEFAULTS: dict[str, Any] = {
         "lock_timeout_seconds": 0,
         "parallel_tables": 4,  # tables applied at once in the final flush of a run (1: one after the other)
         "target_file_size_bytes": 134217728,
+        # a message that cannot be decoded: "dead-letter" (record it, go on) or "hold" (stop its partition there
+        # until it decodes or an operator skips it: nothing is applied out of order or lost)
+        "on_undecodable": "dead-letter",
     },
     "maintenance": {"retain_cuts_days": 7, "retain_last_cuts": 10, "orphan_older_than_hours": 24, "schedule": "@daily"},
     "airflow": {

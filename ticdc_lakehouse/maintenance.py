@@ -59,7 +59,7 @@ from ticdc_lakehouse.timetravel import TAG_PREFIX, TSO_LOGICAL_BITS
 
 log = logging.getLogger(__name__)
 
-CONTROL_TABLES = ("checkpoints", "dead_letters", "halted")
+CONTROL_TABLES = ("checkpoints", "dead_letters", "halted", "held")
 #: a tag Iceberg would drop within this margin counts as lapsing (expiry runs a little after planning)
 LAPSE_MARGIN_MS = 3_600_000
 #: the youngest a file may be to count as an orphan (Iceberg's procedure refuses less)

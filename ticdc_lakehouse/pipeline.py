@@ -55,7 +55,7 @@ def merge(settings: Settings, changefeed: Optional[str] = None, protocol: Option
     with changefeed_lock(settings, name):  # before Spark starts: a second merge fails at once
         session = spark or get_spark(settings, "lakehouse-merge")
         report = run_merge(session, settings, name, protocol, stop_ts, progress, take_lock=False)
-    return {"ok": not report.halted, "merge": report.as_dict()}
+    return {"ok": not report.halted and not report.held, "merge": report.as_dict()}
 
 
 def backfill(settings: Settings, archive: Path, changefeed: Optional[str] = None, protocol: Optional[str] = None,
@@ -91,6 +91,28 @@ def run_cycle(settings: Settings, changefeed: Optional[str] = None, progress: Pr
     landed = land(settings, changefeed, progress)
     merged = merge(settings, changefeed, None, None, progress, spark)
     return {"ok": merged["ok"], "landing": landed["landing"], "merge": merged["merge"]}
+
+
+def skip_message(settings: Settings, position: str, changefeed: Optional[str] = None, spark=None) -> int:
+    """Let a partition held at an undecodable message go on: the message is sent to the dead-letter table by the
+    next run (``merge.on_undecodable = "hold"``). ``position`` is ``TOPIC/PARTITION/OFFSET``; returns how many
+    holds were resolved (0: nothing is held there)."""
+    from ticdc_lakehouse.spark_session import get_spark
+    from ticdc_lakehouse.state import StateStore
+
+    topic, partition, offset = parse_position(position)
+    session = spark or get_spark(settings, "lakehouse-skip-message")
+    cf = settings.changefeed(changefeed)
+    return StateStore(session, settings.catalog_name).resolve_holds(cf.name, "skipped", topic, partition, offset)
+
+
+def parse_position(text: str) -> tuple[str, int, int]:
+    """``TOPIC/PARTITION/OFFSET`` (the topic may itself contain ``/``): (topic, partition, offset)."""
+    topic, _, rest = text.rpartition("/")
+    topic, _, partition = topic.rpartition("/")
+    if not topic or not partition.isdigit() or not rest.isdigit():
+        raise ValueError(f"give the message as TOPIC/PARTITION/OFFSET, not {text!r}")
+    return topic, int(partition), int(rest)
 
 
 def resume_table(settings: Settings, table: str, action: str, changefeed: Optional[str] = None, spark=None) -> int:

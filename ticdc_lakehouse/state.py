@@ -6,6 +6,8 @@
   watermarks make the rerun skip what they already hold.
 * ``dead_letters``: messages that could not be decoded, with topic, partition, offset and the error.
 * ``halted``: tables stopped at a DDL that Iceberg cannot express, with the reason, until an operator resumes them.
+* ``held``: with ``merge.on_undecodable = "hold"``, the undecodable message each partition is held at (error and
+  raw bytes), until it decodes (``passed``) or an operator skips it to the dead-letter table (``skipped``).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 from ticdc_lakehouse.iceberg.tables import quote
 
@@ -26,6 +28,10 @@ CHECKPOINTS_DDL = (
 DEAD_LETTERS_DDL = (
     "changefeed string, topic string, partition int, offset bigint, seq int, error string, raw_key string, "
     "raw_value string, run_id string, recorded_at timestamp"
+)
+HELD_DDL = (
+    "changefeed string, topic string, partition int, offset bigint, seq int, error string, raw_key string, "
+    "raw_value string, held_at timestamp, resolution string, resolved_at timestamp"
 )
 HALTED_DDL = (
     "changefeed string, schema_name string, table_name string, ddl_ts bigint, query string, reason string, "
@@ -89,7 +95,8 @@ class StateStore:
         from ticdc_lakehouse.iceberg.java_api import JavaIceberg
 
         ji = JavaIceberg(self.spark, self.catalog)
-        wanted = (("checkpoints", CHECKPOINTS_DDL), ("dead_letters", DEAD_LETTERS_DDL), ("halted", HALTED_DDL))
+        wanted = (("checkpoints", CHECKPOINTS_DDL), ("dead_letters", DEAD_LETTERS_DDL), ("halted", HALTED_DDL),
+                  ("held", HELD_DDL))
         if all(ji.table_exists(NAMESPACE, name) for name, _ in wanted):
             self._ensured = True
             return
@@ -163,16 +170,7 @@ class StateStore:
             F.lit(changefeed).alias("changefeed"), "topic", "partition", "offset", "seq", "error", "raw_key",
             "raw_value", F.lit(run_id).alias("run_id"), F.current_timestamp().cast("timestamp").alias("recorded_at"),
         )
-        view = "_lakehouse_dead_letters_src"
-        source.createOrReplaceTempView(view)
-        try:
-            self.spark.sql(
-                f"MERGE INTO {self.table('dead_letters')} t USING {view} s "
-                "ON t.changefeed = s.changefeed AND t.topic = s.topic AND t.partition = s.partition "
-                "AND t.offset = s.offset AND t.seq = s.seq WHEN NOT MATCHED THEN INSERT *"
-            )
-        finally:
-            self.spark.catalog.dropTempView(view)
+        self._insert_new("dead_letters", source)
 
     def dead_letter_counts(self, changefeed: Optional[str] = None) -> dict[str, int]:
         self.ensure()
@@ -232,6 +230,61 @@ class StateStore:
             f"AND lower(table_name) = '{_escape(table.lower())}' AND resolution IS NULL"
         )
         return before - len(self.halted(changefeed))
+
+    # -- partitions held at an undecodable message -----------------------------------------------------
+    def holds(self, changefeed: str, resolution: Optional[str] = None) -> list[dict[str, Any]]:
+        """The held messages of a changefeed: unresolved ones (``resolution=None``) or those resolved so."""
+        self.ensure()
+        frame = self.spark.table(self.table("held")).filter(f"changefeed = '{_escape(changefeed)}'")
+        frame = frame.filter("resolution IS NULL" if resolution is None else f"resolution = '{_escape(resolution)}'")
+        return [{"topic": r["topic"], "partition": r["partition"], "offset": r["offset"], "error": r["error"],
+                 "held_at": r["held_at"]} for r in frame.orderBy("topic", "partition", "offset").collect()]
+
+    def record_holds(self, changefeed: str, failures) -> None:
+        """Record the messages partitions are held at (``failures``: decode-failure events), once each."""
+        from pyspark.sql import functions as F
+
+        self.ensure()
+        source = failures.select(
+            F.lit(changefeed).alias("changefeed"), "topic", "partition", "offset", "seq", "error", "raw_key",
+            "raw_value", F.current_timestamp().cast("timestamp").alias("held_at"),
+            F.lit(None).cast("string").alias("resolution"), F.lit(None).cast("timestamp").alias("resolved_at"),
+        )
+        self._insert_new("held", source, "AND t.resolution IS NULL")
+
+    def resolve_holds(self, changefeed: str, resolution: str, topic: Optional[str] = None,
+                      partition: Optional[int] = None, offset: Optional[int] = None,
+                      keep: Iterable[tuple[str, int, int]] = ()) -> int:
+        """Resolve unresolved holds (all of the changefeed's, or the one at topic/partition/offset), except those
+        in ``keep``; returns how many were resolved."""
+        self.ensure()
+        where = [f"changefeed = '{_escape(changefeed)}'", "resolution IS NULL"]
+        if topic is not None:
+            where.append(f"topic = '{_escape(topic)}' AND partition = {int(partition)} AND offset = {int(offset)}")
+        for kept_topic, kept_partition, kept_offset in keep:
+            where.append(f"NOT (topic = '{_escape(kept_topic)}' AND partition = {int(kept_partition)} "
+                         f"AND offset = {int(kept_offset)})")
+        condition = " AND ".join(where)
+        count = self.spark.table(self.table("held")).filter(condition).count()
+        if count:
+            self.spark.sql(f"UPDATE {self.table('held')} SET resolution = '{_escape(resolution)}', "
+                           f"resolved_at = current_timestamp() WHERE {condition}")
+        return count
+
+
+    def _insert_new(self, table: str, source, also: str = "") -> None:
+        """Insert the rows of ``source`` whose message (changefeed, topic, partition, offset, seq) ``table`` does
+        not hold yet (``also``: a further condition on the existing row): a rerun reads the same messages again."""
+        view = f"_lakehouse_{table}_src"
+        source.createOrReplaceTempView(view)
+        try:
+            self.spark.sql(
+                f"MERGE INTO {self.table(table)} t USING {view} s "
+                "ON t.changefeed = s.changefeed AND t.topic = s.topic AND t.partition = s.partition "
+                f"AND t.offset = s.offset AND t.seq = s.seq {also} WHEN NOT MATCHED THEN INSERT *"
+            )
+        finally:
+            self.spark.catalog.dropTempView(view)
 
 
 def _escape(text: str) -> str:

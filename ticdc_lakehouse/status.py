@@ -316,12 +316,13 @@ class LakeView:
     dead_letters: int
     tables: list[dict[str, Any]]
     dead_letter_reasons: list[dict[str, Any]] = field(default_factory=list)
+    held: list[dict[str, Any]] = field(default_factory=list)
 
 
 def lake_view(spark, ji, catalog: str, changefeed: str, control_ready: bool, owners: Mapping[str, str]) -> LakeView:
     from ticdc_lakehouse.state import Checkpoint, StateStore
 
-    checkpoint, count, halted, dead, reasons = Checkpoint(changefeed), 0, [], 0, []
+    checkpoint, count, halted, dead, reasons, held = Checkpoint(changefeed), 0, [], 0, [], []
     if control_ready:
         state = StateStore(spark, catalog)
         checkpoint = state.latest_checkpoint(changefeed)
@@ -334,13 +335,16 @@ def lake_view(spark, ji, catalog: str, changefeed: str, control_ready: bool, own
         dead = int(state.dead_letter_counts(changefeed).get(changefeed, 0))
         if dead:
             reasons = [{**kind, "error": _mask_text(kind["error"])} for kind in state.dead_letter_reasons(changefeed)]
+        if ji.table_exists(CONTROL_NAMESPACE, "held"):  # lakes older than merge.on_undecodable have none
+            held = [{**h, "error": _mask_text(h["error"]), "held_at": _iso(h["held_at"])}
+                    for h in state.holds(changefeed)]
     halted_names = {h["table"].lower() for h in halted}
     owned = {name for name, owner in owners.items() if owner == changefeed}
     names = {n.lower() for n in checkpoint.tables} | halted_names | owned
     tables = [
         _table_row(ji, name, checkpoint.tables.get(name), name in halted_names) for name in sorted(names)
     ]
-    return LakeView(checkpoint, count, halted, dead, tables, reasons)
+    return LakeView(checkpoint, count, halted, dead, tables, reasons, held)
 
 
 # -- assembling ---------------------------------------------------------------------------------------------
@@ -395,6 +399,7 @@ def _changefeed_status(settings: Settings, spark, ji, name: str, kafka: bool, co
         "halted": lake.halted,
         "dead_letters": lake.dead_letters,
         "dead_letter_reasons": lake.dead_letter_reasons,
+        "held": lake.held,
     }
 
 
@@ -518,6 +523,11 @@ def _render_changefeed(feed: Mapping[str, Any]) -> list[str]:
             out.append(f"      resume with: lakehouse resume {h['table']} --skip-ddl | --retry")
     else:
         out.append("  halted tables: none")
+    for held in feed.get("held", ()):
+        position = f"{held['topic']}/{held['partition']}/{held['offset']}"
+        out.append(f"  HELD partition {held['topic']}/{held['partition']} at offset {held['offset']} "
+                   f"(since {held['held_at']}): {held['error']}")
+        out.append(f"      fix the cause and rerun, or: lakehouse skip-message {position}  (to the dead-letter table)")
     out.append(f"  dead letters: {feed['dead_letters']}")
     for kind in feed.get("dead_letter_reasons", ()):
         out.append(f"    {kind['count']} like {kind['topic']}/{kind['partition']}@{kind['offset']}: {kind['error']}")

@@ -310,6 +310,7 @@ def cut_metrics(changefeed: str, merge_result: Mapping[str, Any], now: Optional[
         "tables_merged": len(report.get("tables_merged") or []),
         "ddls_applied": len(report.get("ddls_applied") or []),
         "halted_tables": [h.get("table") for h in report.get("halted") or []],
+        "held_partitions": [f"{h.get('topic')}/{h.get('partition')}/{h.get('offset')}" for h in report.get("held") or []],
         "pending_tables": list(report.get("pending_tables") or []),
         "dead_letters": int(report.get("dead_letters") or 0),
         "merge_seconds": float(report.get("seconds") or 0.0),
@@ -358,6 +359,13 @@ class PublishCutOperator(BaseOperator):
                 f"changefeed {name}: table(s) halted at a DDL: {', '.join(metrics['halted_tables'])}. Fix and run "
                 "`lakehouse resume <schema.table> --skip-ddl|--retry`; the other tables are merged."
             )
+        if metrics["held_partitions"] and self.fail_on_halt:
+            context["ti"].xcom_push(key="metrics", value=metrics)
+            raise AirflowFailException(
+                f"changefeed {name}: partition(s) held at an undecodable message: "
+                f"{', '.join(metrics['held_partitions'])}. Fix the cause and rerun, or skip the message with "
+                "`lakehouse skip-message TOPIC/PARTITION/OFFSET` (it goes to the dead-letter table)."
+            )
         return metrics
 
 
@@ -371,6 +379,7 @@ def _emit_stats(changefeed: str, metrics: Mapping[str, Any]) -> None:
     if metrics["resolved_ts"]:
         Stats.gauge(f"{prefix}.freshness_seconds", metrics["freshness_seconds"])
     Stats.gauge(f"{prefix}.halted_tables", len(metrics["halted_tables"]))
+    Stats.gauge(f"{prefix}.held_partitions", len(metrics["held_partitions"]))
     Stats.gauge(f"{prefix}.dead_letters", metrics["dead_letters"])
     Stats.gauge(f"{prefix}.events_read", metrics["events_read"])
     Stats.timing(f"{prefix}.merge_seconds", metrics["merge_seconds"] * 1000)

@@ -20,7 +20,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from ticdc_lakehouse.config import Settings
 from ticdc_lakehouse.decode import DecoderOptions
@@ -39,14 +39,18 @@ from ticdc_lakehouse.merge.decode_stage import decode_landed, source_unavailable
 from ticdc_lakehouse.merge.flush import flush_table
 from ticdc_lakehouse.merge.plan import (
     DDLRecord,
+    PartitionKey,
     RunPlan,
     TableKey,
+    first_holds,
     latest_bootstraps,
     merge_resolved,
     order_ddls,
     plan_run,
+    resolved_before_holds,
     restart_offsets,
     table_key,
+    unapplied_with_holds,
 )
 from ticdc_lakehouse.merge.staged_stats import StagedStats, columns_sent, finish
 from ticdc_lakehouse.state import Checkpoint, StateStore
@@ -78,6 +82,8 @@ class MergeReport:
     ddls_applied: list[str] = field(default_factory=list)
     halted: list[dict[str, Any]] = field(default_factory=list)
     dead_letters: int = 0
+    #: partitions held at an undecodable message (merge.on_undecodable = "hold"): topic, partition, offset, error
+    held: list[dict[str, Any]] = field(default_factory=list)
     pending_tables: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -285,10 +291,21 @@ def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, even
 
     resolved_mode = uses_resolved_ts(protocol, settings.changefeed(changefeed).resolved_ts)
     report.events_read = stats.events
-    partition_resolved = merge_resolved(checkpoint.partition_resolved, stats.resolved)
+    holds: dict[PartitionKey, int] = {}
+    if _holding(settings):
+        if stats.failures:
+            holds = _holds(events, state, changefeed, report, say)
+        else:
+            state.resolve_holds(changefeed, "passed")  # what held the partitions decodes now
+    seen = resolved_before_holds(stats.resolved, _resolved_before(events, holds), holds) if holds else stats.resolved
+    partition_resolved = merge_resolved(checkpoint.partition_resolved, seen)
     records = _ddl_records(stats.ddls)
     if resolved_mode:
         plan = plan_run(partitions, partition_resolved, records, stop_ts)
+    elif holds:
+        # without resolved events nothing orders the held message against the other partitions' rows: apply
+        # nothing new until it decodes or is skipped
+        plan = RunPlan(resolved_ts=checkpoint.resolved_ts)
     else:
         # no resolved events: everything landed is applied, each key in commit-ts order
         max_ts = stats.max_commit_ts
@@ -298,8 +315,14 @@ def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, even
     report.resolved_ts = max(cut, checkpoint.resolved_ts)
     report.dead_letters = stats.failures
     if report.dead_letters:
-        state.record_dead_letters(changefeed, events.filter(F.col("kind") == "error"), report.run_id)
-        say(f"{changefeed}: {report.dead_letters} undecodable message(s) sent to the dead-letter table")
+        failures = events.filter(F.col("kind") == "error")
+        if _holding(settings):  # held and later messages are not dead letters: only those the operator skipped
+            failures = failures.join(_skipped_frame(spark, state, changefeed), ["topic", "partition", "offset"],
+                                     "left_semi")
+            report.dead_letters = failures.count()
+        if report.dead_letters:
+            state.record_dead_letters(changefeed, failures, report.run_id)
+            say(f"{changefeed}: {report.dead_letters} undecodable message(s) sent to the dead-letter table")
     halts = state.halted(changefeed, include_resolved=True)
     halted = {table_key(h.schema, h.table): h.ddl_ts for h in halts if not h.resolution}
     ctx = RunContext(
@@ -335,7 +358,8 @@ def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, even
             cut_tables[f"{namespace}.{tname}"] = snapshot.snapshotId() if snapshot is not None else None
     # where to read next time: the first event of each partition not applied yet
     bound = plan.safe_bound(ctx.halted) if resolved_mode else cut
-    new_restart = restart_offsets(checkpoint.restart_offsets, landed_end, _first_unapplied(events, ctx, bound, cut))
+    new_restart = restart_offsets(checkpoint.restart_offsets, landed_end,
+                                  unapplied_with_holds(_first_unapplied(events, ctx, bound, cut), holds))
     fault_point("merge.before_checkpoint")
     state.write_checkpoint(
         Checkpoint(
@@ -381,6 +405,60 @@ def flush_concurrently(ctx: RunContext, tables: list[tuple[str, str]], upto_ts: 
     errors = [error for error in outcomes if error is not None]
     if errors:
         raise errors[0]
+
+
+def _holding(settings: Settings) -> bool:
+    mode = str(settings.merge.get("on_undecodable", "dead-letter"))
+    if mode not in ("dead-letter", "hold"):
+        raise ValueError(f"merge.on_undecodable must be 'dead-letter' or 'hold', not {mode!r}")
+    return mode == "hold"
+
+
+def _skipped_frame(spark, state: StateStore, changefeed: str):
+    """(topic, partition, offset) of the held messages the operator chose to skip (to the dead-letter table)."""
+    rows = [(h["topic"], h["partition"], h["offset"]) for h in state.holds(changefeed, resolution="skipped")]
+    return spark.createDataFrame(rows, "topic string, partition int, offset bigint")
+
+
+def _holds(events, state: StateStore, changefeed: str, report: MergeReport, say) -> dict[PartitionKey, int]:
+    """Hold each partition at its first undecodable message the operator did not skip (see ``plan``); record the
+    holds, and mark earlier ones that now decode as passed. Only the failures' positions reach the driver."""
+    from pyspark.sql import functions as F
+
+    failures = events.filter(F.col("kind") == "error")
+    positions = [((r["topic"], r["partition"]), r["offset"])
+                 for r in failures.select("topic", "partition", "offset").distinct().collect()]
+    skipped = [((h["topic"], h["partition"]), h["offset"]) for h in state.holds(changefeed, resolution="skipped")]
+    holds = first_holds(positions, skipped)
+    held = [(topic, partition, offset) for (topic, partition), offset in sorted(holds.items())]
+    if held:
+        condition = None
+        for topic, partition, offset in held:
+            at = (F.col("topic") == topic) & (F.col("partition") == partition) & (F.col("offset") == offset)
+            condition = at if condition is None else (condition | at)
+        state.record_holds(changefeed, failures.filter(condition))
+    state.resolve_holds(changefeed, "passed", keep=held)
+    errors = {(r["topic"], r["partition"], r["offset"]): r["error"] for r in state.holds(changefeed)}
+    report.held = [{"topic": t, "partition": p, "offset": o, "error": errors.get((t, p, o), "")} for t, p, o in held]
+    for item in report.held:
+        say(f"{changefeed}: partition {item['topic']}/{item['partition']} held at offset {item['offset']} "
+            f"(undecodable: {item['error']})")
+    return holds
+
+
+def _resolved_before(events, holds: Mapping[PartitionKey, int]) -> dict[PartitionKey, int]:
+    """Per held partition, the greatest resolved ts of an event before its hold (one small aggregate)."""
+    from pyspark.sql import functions as F
+
+    if not holds:
+        return {}
+    condition = None
+    for (topic, partition), offset in holds.items():
+        before = (F.col("topic") == topic) & (F.col("partition") == partition) & (F.col("offset") < offset)
+        condition = before if condition is None else (condition | before)
+    rows = (events.filter((F.col("kind") == "resolved") & condition)
+            .groupBy("topic", "partition").agg(F.max("commit_ts").alias("ts")).collect())
+    return {(r["topic"], r["partition"]): int(r["ts"]) for r in rows if r["ts"] is not None}
 
 
 def _first_unapplied(events, ctx: RunContext, bound: int, cut: int) -> dict:

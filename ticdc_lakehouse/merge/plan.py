@@ -143,3 +143,44 @@ def plan_run(
     if stop_ts is not None:
         cut = min(cut, stop_ts)
     return RunPlan(resolved_ts=cut, ddls=order_ddls(records, cut), bootstraps=latest_bootstraps(records))
+
+
+# --- holding a partition at an undecodable message (merge.on_undecodable = "hold") ---------------------------------
+#
+# A message that cannot be decoded has no commit ts, so nothing says which cut it belongs under. Holding its
+# partition there keeps every later event of that partition out of this run: the partition's resolved ts is the
+# greatest one *before* the message (every row after that resolved event is above it, the message included, so
+# nothing at or after the message is <= the cut), and the partition is read again from the message next time.
+# Fixing the cause (a missing large_message_compression, a schema registry entry) and rerunning then applies it in
+# order; nothing is lost and nothing is applied out of order.
+
+
+def first_holds(failures: Iterable[tuple[PartitionKey, int]], skipped: Iterable[tuple[PartitionKey, int]] = ()
+                ) -> dict[PartitionKey, int]:
+    """Per partition, the offset of its first undecodable message that the operator has not chosen to skip."""
+    passed = set(skipped)
+    holds: dict[PartitionKey, int] = {}
+    for partition, offset in failures:
+        if (partition, offset) not in passed and offset < holds.get(partition, offset + 1):
+            holds[partition] = offset
+    return holds
+
+
+def resolved_before_holds(seen: Mapping[PartitionKey, int], before_hold: Mapping[PartitionKey, int],
+                          holds: Mapping[PartitionKey, int]) -> dict[PartitionKey, int]:
+    """The resolved ts this run saw per partition, where a held partition counts only resolved events before its
+    hold (``before_hold``; absent when there was none)."""
+    result = {partition: ts for partition, ts in seen.items() if partition not in holds}
+    for partition in holds:
+        if partition in before_hold:
+            result[partition] = before_hold[partition]
+    return result
+
+
+def unapplied_with_holds(first_unapplied: Mapping[PartitionKey, int], holds: Mapping[PartitionKey, int]
+                         ) -> dict[PartitionKey, int]:
+    """First unapplied offsets, no later than each hold: the held message is read again next run."""
+    result = dict(first_unapplied)
+    for partition, offset in holds.items():
+        result[partition] = min(result.get(partition, offset), offset)
+    return result
