@@ -399,7 +399,10 @@ def test_round_trip_from_our_encoder(events, flavor):
         decoded = [e for batch in batches for e in decoder.decode(message(*encoder.encode_batch(batch)))]
         assert len(decoded) == len(events)
         for original, got in zip(events, decoded):
-            if isinstance(original, RowChange) and flavor == "tiflow":  # tiflow sorts columns by name
+            if isinstance(original, RowChange):
+                # tiflow sorts columns by name; and the typed path, shared by every decoder of the process, lists a
+                # table's keys in the column order it first saw for that table (an earlier test may have sent the
+                # same generated table name with its columns in another order; TiCDC keeps table order)
                 assert sorted(got.key_columns) == sorted(original.key_columns)
                 got = replace(got, key_columns=original.key_columns)
             assert replace(got, position=original.position) == original

@@ -8,6 +8,7 @@ and after the real run, and the tests compare those states the way an operator w
 from __future__ import annotations
 
 import os
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from types import SimpleNamespace
@@ -65,6 +66,7 @@ def lake(spark_session, tmp_path_factory):
         "LAKEHOUSE__SPARK__SHUFFLE_PARTITIONS": "2",
         "LAKEHOUSE__MAINTENANCE__RETAIN_LAST_CUTS": "1",
         "LAKEHOUSE__MAINTENANCE__RETAIN_CUTS_DAYS": "7",
+        "LAKEHOUSE__MAINTENANCE__LANDING_RETENTION_HOURS": "1",
     }
     (root / "none.toml").write_text("")
     settings = load_settings(root / "none.toml", env=env)
@@ -90,6 +92,10 @@ def lake(spark_session, tmp_path_factory):
     second_cut = w.global_resolved_ts()
     cuts = (first_cut, second_cut)
 
+    # the landed segments of both backfills, made two hours old: older than landing_retention_hours
+    landed = sorted(p for p in settings.landing_path.rglob("*.parquet") if not p.name.startswith("."))
+    for path in landed:
+        os.utime(path, (time.time() - 7200, time.time() - 7200))
     # a file a crashed write left behind, old enough to be an orphan
     orphan = Path(settings.warehouse) / "shop" / "orders" / "data" / "crashed-write-00000.parquet"
     orphan.write_bytes(b"PAR1 leftover of a crashed writer")
@@ -107,7 +113,7 @@ def lake(spark_session, tmp_path_factory):
     after_dry = _capture(spark, settings, ji, cuts)
     real = maintain(settings, spark=spark, now=now)
     after = _capture(spark, settings, ji, cuts)
-    return SimpleNamespace(settings=settings, spark=spark, ji=ji, w=w, cuts=cuts, now=now, orphan=orphan,
+    return SimpleNamespace(settings=settings, spark=spark, ji=ji, w=w, cuts=cuts, now=now, orphan=orphan, landed=landed,
                            before=before, dry=dry, after_dry=after_dry, real=real, after=after,
                            scratch=f"_lakehouse_dropped.shop__scratch__{scratch_drop}", scratch_rows=scratch_rows)
 
@@ -209,6 +215,20 @@ def test_orphan_files_are_removed(lake):
     assert "skipped" not in lake.real["control_tables"]
     assert set(lake.real["control_tables"]) == {"_lakehouse.checkpoints", "_lakehouse.dead_letters", "_lakehouse.halted",
                                                 "_lakehouse.held"}
+
+
+def test_landed_segments_every_merge_is_past_are_deleted_but_each_partitions_last_stays(lake):
+    from ticdc_lakehouse.landing.segments import check_contiguous, list_segments
+
+    planned = _feed(lake.dry)["landing_retention"]
+    deleted = _feed(lake.real)["landing_retention"]
+    assert planned["dry_run"] and planned["segments"] == deleted["segments"] and deleted["bytes"] > 0
+    partitions = {path.parent for path in lake.landed}
+    assert len(deleted["segments"]) == len(lake.landed) - len(partitions)  # two backfills: the first one's go
+    left = list_segments(lake.settings.landing_path, "default")
+    assert sum(len(items) for items in left.values()) == len(partitions)
+    assert all(check_contiguous(items) == [] for items in left.values())
+    assert all(not Path(path).exists() for path in deleted["segments"])
 
 
 def test_maintenance_waits_for_no_merge(lake):

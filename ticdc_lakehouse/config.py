@@ -50,7 +50,9 @@ DEFAULTS: dict[str, Any] = {
         # until it decodes or an operator skips it: nothing is applied out of order or lost)
         "on_undecodable": "dead-letter",
     },
-    "maintenance": {"retain_cuts_days": 7, "retain_last_cuts": 10, "orphan_older_than_hours": 24, "schedule": "@daily"},
+    "maintenance": {"retain_cuts_days": 7, "retain_last_cuts": 10, "orphan_older_than_hours": 24, "schedule": "@daily",
+                    # landed segments every merge is past are deleted once older than this (0: kept forever)
+                    "landing_retention_hours": 0},
     "airflow": {
         "schedule": "*/10 * * * *",
         "retries": 3,

@@ -10,7 +10,9 @@ and for the control tables (``_lakehouse.*``) this runs, in this order:
 3. cut retention and ``expire_snapshots`` (below);
 4. ``remove_orphan_files`` older than ``maintenance.orphan_older_than_hours`` (files a crashed write left);
 5. dropped tables (kept in ``_lakehouse_dropped`` by a DROP TABLE, see ``ddl_apply``) that no kept cut can read
-   any more are purged with their files (see ``plan_graveyard_purge``).
+   any more are purged with their files (see ``plan_graveyard_purge``);
+6. with ``maintenance.landing_retention_hours`` set, landed segments every merge is past
+   (``landing/retention.py``).
 
 **Which cuts survive.** Every merge run tags each table's snapshot at its cut ``tso_<ts>`` and records the cut in
 the ``checkpoints`` control table. A cut is kept when its TSO (upstream wall-clock time) is within
@@ -449,6 +451,13 @@ def maintain_changefeed(spark, settings: Settings, changefeed: str, dry_run: boo
             )
     say(f"{changefeed}: {'planning' if dry_run else 'running'} the purge of dropped tables")
     report["dropped_tables_purged"] = purge_graveyard(spark, settings, ji, changefeed, kept, dry_run)
+    hours = float(settings.raw["maintenance"].get("landing_retention_hours") or 0)
+    if hours > 0:
+        from ticdc_lakehouse.landing.retention import apply_landing_retention
+
+        say(f"{changefeed}: {'planning' if dry_run else 'running'} landing-zone retention ({hours:g} h)")
+        report["landing_retention"] = apply_landing_retention(
+            settings.landing_path, changefeed, latest.restart_offsets, time.time() - hours * 3600, dry_run)
     if not dry_run:
         report["problems"] += verify_cuts(ji, state.checkpoints(changefeed))
     return report
