@@ -90,3 +90,39 @@ def test_only_the_range_after_the_watermark_is_taken(spark):
     result = rows(spark, [event(10, INSERT, base), event(30, UPDATE, {**base, "price": "3.00"}, base)],
                   after_ts=10, upto_ts=20)
     assert result == {}
+
+
+def test_partial_updates_of_a_key_add_up(spark):
+    """Changes that each carry only some columns: every column takes its latest sent value, a NULL that was sent
+    counts as sent, and a column no change sent stays flagged absent (the MERGE keeps the lake's value)."""
+    result = rows(spark, [
+        event(10, UPDATE, {"id": "1", "price": "1.00"}),
+        event(20, UPDATE, {"id": "1", "state": "2"}),
+        event(30, UPDATE, {"id": "1", "price": None}),
+    ])
+    one = result[1]
+    assert one["_op"] == UPDATE and one["price"] is None and one["state"] == "paid"
+    assert one["_present_1"] and one["_present_2"] and not one["_present_3"] and not one["_present_5"]
+
+
+def test_a_key_inserted_in_the_run_keeps_what_its_partial_updates_did_not_send(spark):
+    full = {"id": "2", "price": "5.00", "state": "1", "tags": "1", "raw": None, "at": "2026-01-02 03:04:05"}
+    result = rows(spark, [event(10, INSERT, full, offset=1), event(20, UPDATE, {"id": "2", "price": "6.00"}, offset=2)])
+    two = result[2]
+    assert two["_op"] == UPDATE and str(two["price"]) == "6.00" and two["state"] == "new" and two["tags"] == "a"
+    assert str(two["at"]) == "2026-01-02 03:04:05" and all(v for k, v in two.items() if k.startswith("_present_"))
+
+
+def test_changes_before_a_delete_do_not_reach_the_row_inserted_after_it(spark):
+    first = {"id": "3", "price": "1.00", "state": "1", "tags": "1", "raw": "AP8=", "at": None}
+    again = {**first, "price": "2.00", "raw": None}
+    result = rows(spark, [
+        event(10, UPDATE, {"id": "3", "raw": "AP8=", "tags": "4"}),
+        event(20, DELETE, None, first),
+        event(30, INSERT, {k: v for k, v in again.items() if k != "tags"}),
+        event(40, UPDATE, {"id": "3", "state": "2"}),
+    ])
+    three = result[3]
+    assert str(three["price"]) == "2.00" and three["raw"] is None and three["state"] == "paid"
+    assert not three["_present_3"] and three["tags"] is None  # the update before the delete sent it: not kept
+    assert rows(spark, [event(10, UPDATE, {"id": "3", "tags": "4"}), event(20, DELETE, None, first)])[3]["_op"] == DELETE

@@ -227,7 +227,8 @@ def test_without_resolved_events_everything_landed_is_applied_in_key_order(spark
 
 def test_an_update_without_some_columns_keeps_their_lake_values(spark, settings, tmp_path):
     """Images that do not carry every column (partial updates): the MERGE keeps the lake's value of what was not
-    sent, while columns every image carried are taken straight from the change set."""
+    sent, while columns every image carried are taken straight from the change set; partial updates of one key
+    in one run add up, and a key inserted in the run keeps what its later partial updates did not send."""
     from tests.lake_helpers import backfill_open_protocol_runs, create_app_table
     from ticdc_lakehouse.model import INSERT, UPDATE, DDLEvent, Position, ResolvedEvent, RowChange
 
@@ -246,16 +247,22 @@ def test_an_update_without_some_columns_keeps_their_lake_values(spark, settings,
         row(112, INSERT, {"id": "1", "v": "p", "w": "q"}, full, "b"),
         ResolvedEvent(200, at),
     ]
+    only_w = {"id": "int", "w": "varchar"}
     second = [
+        row(205, INSERT, {"id": "3", "v": "n", "w": "m"}, full),
         row(210, UPDATE, {"id": "1", "v": "x2"}, narrow),
         row(211, UPDATE, {"id": "2", "v": "b2", "w": "c2"}, full),
-        row(212, UPDATE, {"id": "1", "w": "q2"}, {"id": "int", "w": "varchar"}, "b"),
+        row(212, UPDATE, {"id": "1", "w": "q2"}, only_w, "b"),
+        row(213, UPDATE, {"id": "3", "w": "m2"}, only_w),  # a key new to the lake, then a partial update
+        row(214, UPDATE, {"id": "2", "w": "c3"}, only_w),  # two partial updates of one key add up
+        row(215, UPDATE, {"id": "2", "v": "b3"}, narrow),
         ResolvedEvent(300, at),
     ]
     backfill_open_protocol_runs(spark, settings, tmp_path / "archive", first, second)
     assert lake_rows(spark, "SELECT * FROM app.a ORDER BY id") == [
         {"id": 1, "v": "x2", "w": "y"},
-        {"id": 2, "v": "b2", "w": "c2"},
+        {"id": 2, "v": "b3", "w": "c3"},
+        {"id": 3, "v": "n", "w": "m2"},
     ]
     assert lake_rows(spark, "SELECT * FROM app.b ORDER BY id") == [{"id": 1, "v": "p", "w": "q2"}]
     # both tables were MERGEd at once in the final flush, each with the watermark in the MERGE's own snapshot

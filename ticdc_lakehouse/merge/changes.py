@@ -143,18 +143,45 @@ def typed_events(keyed: DataFrame, columns: Sequence[TargetColumn], keys: Sequen
     return keyed.select(*selected)
 
 
-def collapse_to_last(keyed: DataFrame, key_count: int) -> DataFrame:
-    """Keep the last change of each key: greatest commit ts; at one ts a write beats a delete (a primary-key
-    change moving another row onto this key), then the latest delivery (replays are identical)."""
+def _delivery_order(descending: bool) -> list[Column]:
+    """The order of a key's changes: commit ts; at one ts a delete before a write (a primary-key change moving
+    another row onto this key); then delivery (partition, offset, seq: replays are identical)."""
+    columns = [F.col("commit_ts"), (F.col("op") != DELETE).cast("int"), F.col("partition"), F.col("offset"),
+               F.col("seq")]
+    return [c.desc() for c in columns] if descending else [c.asc() for c in columns]
+
+
+def collapse_to_last(keyed: DataFrame, key_count: int, partial_positions: Sequence[int] = ()) -> DataFrame:
+    """Keep the last change of each key (see ``_delivery_order``).
+
+    ``partial_positions``: the non-key columns (``_c<i>``) that some change did not carry. For those, the kept
+    change takes the value of the latest change since the key's last delete that carried the column, and its
+    ``_present_<i>`` flag says whether any did: updates that each send only their changed columns add up, and a
+    key inserted in the run keeps the columns its later partial updates did not send. Changes before a delete
+    never contribute (the row they changed is gone).
+    """
     key_names = [f"_k{i}" for i in range(key_count)]
-    order = Window.partitionBy(*key_names).orderBy(
-        F.col("commit_ts").desc(),
-        (F.col("op") != DELETE).cast("int").desc(),
-        F.col("partition").desc(),
-        F.col("offset").desc(),
-        F.col("seq").desc(),
-    )
-    return keyed.withColumn("_rank", F.row_number().over(order)).filter(F.col("_rank") == 1).drop("_rank")
+    last_first = Window.partitionBy(*key_names).orderBy(*_delivery_order(descending=True))
+    ranked = keyed.withColumn("_rank", F.row_number().over(last_first))
+    if partial_positions:
+        so_far = Window.unboundedPreceding, Window.currentRow
+        in_order = Window.partitionBy(*key_names).orderBy(*_delivery_order(descending=False)).rowsBetween(*so_far)
+        is_delete = F.col("op") == DELETE
+        ranked = ranked.withColumn("_lives", F.sum(is_delete.cast("int")).over(in_order))  # deletes so far
+        since_delete = (Window.partitionBy(*key_names, "_lives").orderBy(*_delivery_order(descending=False))
+                        .rowsBetween(*so_far))
+        carried = {}
+        for i in partial_positions:
+            # a struct, so that a NULL the change did carry is told apart from a column it did not carry
+            sent = F.when(F.col(f"{PRESENT}{i}") & ~is_delete, F.struct(F.col(f"_c{i}").alias("v")))
+            carried[i] = F.last(sent, ignorenulls=True).over(since_delete)
+        replaced = {name for i in carried for name in (f"_c{i}", f"{PRESENT}{i}")}
+        ranked = ranked.select(
+            *[c for c in ranked.columns if c not in replaced],
+            *[latest.getField("v").alias(f"_c{i}") for i, latest in carried.items()],
+            *[latest.isNotNull().alias(f"{PRESENT}{i}") for i, latest in carried.items()],
+        ).drop("_lives")
+    return ranked.filter(F.col("_rank") == 1).drop("_rank")
 
 
 def merge_source(collapsed: DataFrame, columns: Sequence[TargetColumn], keys: Sequence[TargetColumn]) -> DataFrame:
@@ -170,9 +197,22 @@ def merge_source(collapsed: DataFrame, columns: Sequence[TargetColumn], keys: Se
     return collapsed.select(*selected)
 
 
+def partial_positions(columns: Sequence[TargetColumn], keys: Sequence[TargetColumn],
+                      always_sent: Optional[frozenset[str]]) -> list[int]:
+    """Positions of the non-key columns some change did not carry (``always_sent``: the lower-case names every
+    change carried, None when there are no updates: inserts and deletes carry whole rows)."""
+    if always_sent is None:
+        return []
+    key_names = {key.name.lower() for key in keys}
+    return [i for i, column in enumerate(columns)
+            if column.name.lower() not in key_names and column.name.lower() not in always_sent]
+
+
 def change_set(events: DataFrame, schema: str, table: str, after_ts: int, upto_ts: int,
-               columns: Sequence[TargetColumn], keys: Sequence[TargetColumn]) -> DataFrame:
-    """The whole chain for one table and one ts range."""
+               columns: Sequence[TargetColumn], keys: Sequence[TargetColumn],
+               always_sent: Optional[frozenset[str]] = frozenset()) -> DataFrame:
+    """The whole chain for one table and one ts range (``always_sent``: see ``partial_positions``)."""
     rows = table_rows(events, schema, table, after_ts, upto_ts)
     typed = typed_events(split_key_changes(rows, keys), columns, keys)
-    return merge_source(collapse_to_last(typed, len(keys)), columns, keys)
+    partial = partial_positions(columns, keys, always_sent)
+    return merge_source(collapse_to_last(typed, len(keys), partial), columns, keys)

@@ -166,7 +166,8 @@ def flush_table(
     properties = {**summary, RESOLVED_TS_PROPERTY: str(upto_ts)}
     merged = False
     if has_rows_in_range:
-        source = change_set(events, upstream_schema, upstream_table, lower, upto_ts, target.columns, target.keys)
+        source = change_set(events, upstream_schema, upstream_table, lower, upto_ts, target.columns, target.keys,
+                            always_sent)
         staged = can_stage(target, always_sent, row_events) and apply_staged(
             spark, ji, catalog, target, source, properties)
         if not staged:
