@@ -107,7 +107,11 @@ def build_tables(spark, settings, rows_per_table: int) -> None:
 
 def land_changes(settings, events: int, rows_per_table: int, seed: int = 1) -> int:
     """N Open Protocol change events (60% update, 25% insert, 15% delete) plus one DDL and resolved events,
-    written straight into landed segments. Returns the number of distinct keys changed (final rows)."""
+    written straight into landed segments. Returns the number of distinct keys changed (final rows).
+
+    Shaped like TiCDC's defaults: up to 16 consecutive row events of a partition per message (max-batch-size;
+    a DDL or resolved event closes the batch and goes alone), updates carry the whole old row (old values are on
+    by default), deletes the whole deleted row."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -119,6 +123,17 @@ def land_changes(settings, events: int, rows_per_table: int, seed: int = 1) -> i
     encoder = OpenProtocolEncoder()
     types = {"id": "bigint", "account": "int", "amount": "decimal", "status": "varchar", "updated_at": "datetime"}
     per_partition: list[list[tuple[bytes, bytes]]] = [[] for _ in range(PARTITIONS)]
+    batches: list[list[RowChange]] = [[] for _ in range(PARTITIONS)]
+
+    def close_batch(p: int) -> None:
+        if batches[p]:
+            per_partition[p].append(encoder.encode_batch(batches[p]))
+            batches[p] = []
+
+    def alone(p: int, event) -> None:  # noqa: ANN001 - a DDL or resolved event: its own message, after the rows
+        close_batch(p)
+        per_partition[p].append(encoder.encode(event))
+
     next_id = {name: rows_per_table for name in TABLES}
     touched = set()
     ts = BASE_TS
@@ -128,7 +143,7 @@ def land_changes(settings, events: int, rows_per_table: int, seed: int = 1) -> i
         if i == ddl_at:
             query = "ALTER TABLE `bench`.`orders` ADD COLUMN `note` varchar(32) NULL"
             for p in range(PARTITIONS):
-                per_partition[p].append(encoder.encode(DDLEvent("bench", "orders", ts, query, "ADD_COLUMN", Position("b", p, 0))))
+                alone(p, DDLEvent("bench", "orders", ts, query, "ADD_COLUMN", Position("b", p, 0)))
             ts += 1 << 10
         table = TABLES[i % len(TABLES)]
         roll = rng.random()
@@ -147,16 +162,19 @@ def land_changes(settings, events: int, rows_per_table: int, seed: int = 1) -> i
         if table == "orders" and i > ddl_at:
             row["note"] = "n"
             column_types["note"] = "varchar"
+        old_row = dict(row, amount=f"{rng.randint(0, 99999)}.{rng.randint(0, 99):02d}", status="new")
         after = None if op == "D" else row
-        before = {"id": str(key)} if op == "D" else None
+        before = None if op == "I" else old_row
         partition = key % PARTITIONS
-        event = RowChange("bench", table, ts, op, after, before, ("id",), column_types, Position("b", partition, 0))
-        per_partition[partition].append(encoder.encode(event))
+        batches[partition].append(
+            RowChange("bench", table, ts, op, after, before, ("id",), column_types, Position("b", partition, 0)))
+        if len(batches[partition]) == 16:
+            close_batch(partition)
         if i % 5000 == 4999:
             for p in range(PARTITIONS):
-                per_partition[p].append(encoder.encode(ResolvedEvent(ts + 1, Position("b", p, 0))))
+                alone(p, ResolvedEvent(ts + 1, Position("b", p, 0)))
     for p in range(PARTITIONS):
-        per_partition[p].append(encoder.encode(ResolvedEvent(ts + 1, Position("b", p, 0))))
+        alone(p, ResolvedEvent(ts + 1, Position("b", p, 0)))
     write_partition_count(settings.landing_path, "default", "bench", PARTITIONS)
     for p, records in enumerate(per_partition):
         path = segment_path(settings.landing_path, "default", "bench", p, 0, len(records))

@@ -126,3 +126,11 @@ def test_changes_before_a_delete_do_not_reach_the_row_inserted_after_it(spark):
     assert str(three["price"]) == "2.00" and three["raw"] is None and three["state"] == "paid"
     assert not three["_present_3"] and three["tags"] is None  # the update before the delete sent it: not kept
     assert rows(spark, [event(10, UPDATE, {"id": "3", "tags": "4"}), event(20, DELETE, None, first)])[3]["_op"] == DELETE
+
+
+def test_an_old_image_without_the_key_is_not_a_key_change(spark):
+    """TiCDC's only-output-updated-columns (and the decode stage, which keeps only changed columns of an old
+    image) leave unchanged key columns out of ``before``: the update stays an update of its key."""
+    full = {"id": "5", "price": "2.00", "state": "1", "tags": "0", "raw": None, "at": None}
+    result = rows(spark, [event(10, UPDATE, full, {"price": "1.00"})])
+    assert list(result) == [5] and result[5]["_op"] == UPDATE and str(result[5]["price"]) == "2.00"

@@ -56,3 +56,14 @@ def test_only_enum_and_set_columns_sent_by_name_are_listed_per_row():
     batch = events_to_batch([row(by_name), row(by_index), row(shared), row(shared), row({})])
     assert batch.column("named_enums").to_pylist() == [["e", "s"], None, ["e", "s"], ["e", "s"], None]
     assert [event_to_row(row(t))["named_enums"] for t in (by_name, by_index)] == [["e", "s"], None]
+
+
+def test_an_update_keeps_only_the_changed_columns_of_its_old_image():
+    old = {"id": "1", "v": "a", "w": None, "x": "same"}
+    update = RowChange("s", "t", 1, "U", {"id": "1", "v": "b", "w": "c", "x": "same"}, old, ("id",),
+                       {"id": "int", "v": "varchar", "w": "varchar", "x": "varchar"}, Position("t", 0, 1))
+    delete = RowChange("s", "t", 2, "D", None, old, ("id",), update.column_types, Position("t", 0, 2))
+    rows = events_to_batch([update, delete]).to_pylist()
+    assert dict(rows[0]["before"]) == {"v": "a", "w": None}  # what the update changed, a NULL included
+    assert dict(rows[1]["before"]) == old  # a delete's image is its row
+    assert update.before == old  # the event itself is left as decoded

@@ -19,7 +19,7 @@ from typing import Iterable, Optional
 
 import pyarrow as pa
 
-from ticdc_lakehouse.model import DDLEvent, DecodeFailure, Event, ResolvedEvent, RowChange, TableSchema
+from ticdc_lakehouse.model import UPDATE, DDLEvent, DecodeFailure, Event, ResolvedEvent, RowChange, TableSchema
 
 KIND_ROW = "row"
 KIND_DDL = "ddl"
@@ -109,7 +109,7 @@ def event_to_row(event: Event) -> dict:
             table_name=event.table,
             op=event.op,
             after=list(event.after.items()) if event.after is not None else None,
-            before=list(event.before.items()) if event.before is not None else None,
+            before=list(old_image(event).items()) if event.before is not None else None,
             named_enums=named_enums(event.column_types),
             schema_version=event.schema_version,
         )
@@ -157,6 +157,22 @@ class _NamedEnums:
         names = named_enums(column_types)
         self.cache[id(column_types)] = (column_types, names)
         return names
+
+
+_ABSENT = object()
+
+
+def old_image(event: RowChange) -> Optional[dict]:
+    """The ``before`` the merge gets: an update's old image keeps only the columns the update changed.
+
+    The merge reads an update's old image for one thing, its key columns, to tell a key change (see
+    ``merge.changes.split_key_changes``, which takes a key column the old image does not hold as unchanged).
+    TiCDC sends whole old rows by default: carrying them through the event cache would cost as much as the new
+    rows, for nothing."""
+    before, after = event.before, event.after
+    if event.op != UPDATE or before is None or after is None:
+        return before
+    return {name: value for name, value in before.items() if after.get(name, _ABSENT) != value}
 
 
 class _MapColumn:
@@ -212,7 +228,7 @@ def events_to_batch(events: Iterable[Event]) -> pa.RecordBatch:
             table_name.append(e.table)
             op.append(e.op)
             after.add(e.after)
-            before.add(e.before)
+            before.add(old_image(e))
             enums.append(enum_names.of(e.column_types))
             versions.append(e.schema_version)
         else:

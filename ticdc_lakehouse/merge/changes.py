@@ -106,11 +106,15 @@ def split_key_changes(rows: DataFrame, keys: Sequence[TargetColumn]) -> DataFram
     TiCDC normally splits such updates itself (possibly into different partitions at one commit ts); older
     versions and some settings send one update with the old key in ``before``: both forms end up the same.
     One pass: such an update is exploded into its two variants instead of unioning a second scan.
+
+    A key column an update's ``before`` does not hold kept its value: the decode stage keeps only the changed
+    columns of an old image (the rest is never read), and TiCDC's only-output-updated-columns sends no more.
     """
     key_names = [f"_k{i}" for i in range(len(keys))]
     values = F.when(F.col("op") == DELETE, F.col("before")).otherwise(F.col("after"))
     new_keys = _key_values("_values", keys)
-    old_keys = _key_values("before", keys)
+    old_keys = [F.when(F.map_contains_key(F.col("before"), key.name), old).otherwise(new)
+                for key, old, new in zip(keys, _key_values("before", keys), new_keys)]
     changed = None
     for new, old in zip(new_keys, old_keys):
         differs = ~new.eqNullSafe(old)
