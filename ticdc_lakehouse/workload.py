@@ -116,8 +116,11 @@ SAMPLE_TABLES: list[tuple[str, list[tuple[str, str, bool]], tuple[str, ...]]] = 
 class Workload:
     """A deterministic upstream + TiCDC simulator. Call ``run_script`` (or the pieces), then encode."""
 
-    def __init__(self, seed: int = 7, partitions: int = 3, schema: str = "shop") -> None:
+    def __init__(self, seed: int = 7, partitions: int = 3, schema: str = "shop", partial_updates: bool = False) -> None:
+        """``partial_updates``: updates carry only the key and the columns they change, in both images (as
+        protocols that send only updated columns do), instead of TiCDC's default whole rows."""
         self.rng = random.Random(seed)
+        self.partial_updates = partial_updates
         self.partitions = partitions
         self.schema = schema
         self.tables: dict[str, UpstreamTable] = {}
@@ -299,10 +302,15 @@ class Workload:
         partition = self._partition_of(table, table.key_of(image))
         if op == DELETE and before is not None and self.rng.random() < 0.5:
             before = {k: before[k] for k in table.primary_key}  # delete-only-handle-key-columns
+        types = table.types()
+        if op == UPDATE and self.partial_updates and after is not None and before is not None:
+            sent = [name for name in after if name in table.primary_key or after[name] != before.get(name)]
+            after, before = {k: after[k] for k in sent}, {k: before[k] for k in sent if k in before}
+            types = {k: types[k] for k in sent}
         self._send(partition, RowChange(
             schema=table.schema, table=table.name, commit_ts=ts, op=op,
             after=dict(after) if after is not None else None, before=dict(before) if before is not None else None,
-            key_columns=table.primary_key, column_types=table.types(), position=self._pos(partition),
+            key_columns=table.primary_key, column_types=types, position=self._pos(partition),
             schema_version=table.version,
         ))
 

@@ -359,7 +359,7 @@ def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, even
     # where to read next time: the first event of each partition not applied yet
     bound = plan.safe_bound(ctx.halted) if resolved_mode else cut
     new_restart = restart_offsets(checkpoint.restart_offsets, landed_end,
-                                  unapplied_with_holds(_first_unapplied(events, ctx, bound, cut), holds))
+                                  unapplied_with_holds(_first_unapplied(events, ctx, bound, stats.max_commit_ts), holds))
     fault_point("merge.before_checkpoint")
     state.write_checkpoint(
         Checkpoint(
@@ -461,10 +461,16 @@ def _resolved_before(events, holds: Mapping[PartitionKey, int]) -> dict[Partitio
     return {(r["topic"], r["partition"]): int(r["ts"]) for r in rows if r["ts"] is not None}
 
 
-def _first_unapplied(events, ctx: RunContext, bound: int, cut: int) -> dict:
+def _first_unapplied(events, ctx: RunContext, bound: int, max_commit_ts: int) -> dict:
     """Per partition, the smallest offset of a row or DDL not applied by this run: above the safe bound, or
-    kept pending because its table's schema is still unknown (Simple DML before its schema arrives)."""
+    kept pending because its table's schema is still unknown (Simple DML before its schema arrives).
+
+    ``max_commit_ts``: the greatest commit ts of the run's rows and DDLs (the decode tasks' aggregate). When
+    nothing is above the bound or pending, no event is unapplied and no Spark job is needed to say so."""
     from pyspark.sql import functions as F
+
+    if max_commit_ts <= bound and not ctx.pending:
+        return {}
 
     unapplied = F.col("commit_ts") > bound
     for schema, table in sorted(ctx.pending):
