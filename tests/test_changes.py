@@ -125,7 +125,8 @@ def test_changes_before_a_delete_do_not_reach_the_row_inserted_after_it(spark):
     three = result[3]
     assert str(three["price"]) == "2.00" and three["raw"] is None and three["state"] == "paid"
     assert not three["_present_3"] and three["tags"] is None  # the update before the delete sent it: not kept
-    assert rows(spark, [event(10, UPDATE, {"id": "3", "tags": "4"}), event(20, DELETE, None, first)])[3]["_op"] == DELETE
+    deleted = rows(spark, [event(10, UPDATE, {"id": "3", "tags": "4"}), event(20, DELETE, None, first)])
+    assert deleted[3]["_op"] == DELETE
 
 
 def test_an_old_image_without_the_key_is_not_a_key_change(spark):

@@ -358,8 +358,8 @@ def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, even
             cut_tables[f"{namespace}.{tname}"] = snapshot.snapshotId() if snapshot is not None else None
     # where to read next time: the first event of each partition not applied yet
     bound = plan.safe_bound(ctx.halted) if resolved_mode else cut
-    new_restart = restart_offsets(checkpoint.restart_offsets, landed_end,
-                                  unapplied_with_holds(_first_unapplied(events, ctx, bound, stats.max_commit_ts), holds))
+    unapplied = _first_unapplied(events, ctx, bound, stats.max_commit_ts)
+    new_restart = restart_offsets(checkpoint.restart_offsets, landed_end, unapplied_with_holds(unapplied, holds))
     fault_point("merge.before_checkpoint")
     state.write_checkpoint(
         Checkpoint(

@@ -27,7 +27,7 @@ from ticdc_lakehouse.faults import fault_point
 from ticdc_lakehouse.iceberg.commit import run_with_snapshot_properties
 from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY, JavaIceberg, watermark_of
 from ticdc_lakehouse.iceberg.tables import TargetTable, qualified, quote
-from ticdc_lakehouse.merge.changes import OP, PRESENT, change_set
+from ticdc_lakehouse.merge.changes import OP, PRESENT, change_set, partial_positions
 
 _view_ids = itertools.count()
 
@@ -57,12 +57,13 @@ def merge_sql(catalog: str, target: TargetTable, source_view: str,
     equals = "=" if target.keys_required else "<=>"
     on = " AND ".join(f"t.{quote(k.name)} {equals} s.{quote(k.name)}" for k in target.keys)
     key_names = {k.name.lower() for k in target.keys}
+    partial = set(partial_positions(target.columns, target.keys, always_sent))
     assignments = []
     for position, column in enumerate(target.columns):
         if column.name.lower() in key_names:
             continue
         name = quote(column.name)
-        if always_sent is None or column.name.lower() in always_sent:
+        if position not in partial:
             assignments.append(f"t.{name} = s.{name}")
         else:
             assignments.append(
@@ -83,10 +84,7 @@ def can_stage(target: TargetTable, always_sent: Optional[frozenset[str]], row_ev
     non-key column carried by every change (``always_sent``, see ``merge_sql``), and few enough events."""
     if not target.keys_required or row_events is None or row_events > STAGED_MAX_EVENTS:
         return False
-    if always_sent is None:
-        return True  # only deletes
-    key_names = {k.name.lower() for k in target.keys}
-    return all(c.name.lower() in always_sent for c in target.columns if c.name.lower() not in key_names)
+    return not partial_positions(target.columns, target.keys, always_sent)
 
 
 def _branch_head(jtable, branch: str):
