@@ -15,6 +15,7 @@ from ticdc_lakehouse.landing import LandingBusyError
 from ticdc_lakehouse.landing.lock import landing_lock
 from ticdc_lakehouse.landing.segments import (
     LANDED_SCHEMA,
+    LANDED_SPARK_SCHEMA,
     Segment,
     SegmentWriter,
     check_contiguous,
@@ -62,6 +63,25 @@ def test_written_segment_has_the_landed_schema_and_records(tmp_path):
         {"topic": "t", "partition": 0, "offset": 12, "timestamp": 1_700_000_000_012, "key": b"k12",
          "value": b"v12", "headers": [{"key": "h", "value": b"x"}]},
     ]
+
+
+@pytest.mark.spark
+def test_spark_reads_segments_with_the_declared_schema_as_it_would_infer_it(spark, tmp_path):
+    """The merge passes ``LANDED_SPARK_SCHEMA`` instead of letting Spark infer it (a job of its own): it must
+    be exactly what Spark infers, and read the same records, headers and null timestamps included."""
+    full = land(tmp_path, "t", 0, 10, 13, offsets=[10, 12])
+    with SegmentWriter(tmp_path, "cf", "t", 1, 0) as writer:
+        writer.append(0, None, None, None, None)
+        bare = writer.commit(1)
+    paths = [str(full.path), str(bare.path)]
+    inferred = spark.read.parquet(*paths)
+    declared = spark.read.schema(LANDED_SPARK_SCHEMA).parquet(*paths)
+    assert [(f.name, f.dataType) for f in declared.schema] == [(f.name, f.dataType) for f in inferred.schema]
+    rows = sorted(declared.collect(), key=lambda r: (r.partition, r.offset))
+    assert rows == sorted(inferred.collect(), key=lambda r: (r.partition, r.offset))
+    assert [(r.offset, r.timestamp, r.key, [tuple(h) for h in r.headers or []]) for r in rows] == [
+        (10, 1_700_000_000_010, b"k10", [("h", b"x")]), (12, 1_700_000_000_012, b"k12", [("h", b"x")]),
+        (0, None, None, [])]
 
 
 def test_nulls_and_no_headers_round_trip(tmp_path):

@@ -17,16 +17,19 @@ means the value is the element name(s), comma separated for SET.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, Union
+from typing import NamedTuple, Optional, Union
 
 INSERT = "I"
 UPDATE = "U"
 DELETE = "D"
 
 
-@dataclass(frozen=True, slots=True)
-class Position:
-    """Where a message sits in Kafka. ``seq`` orders several events packed into one message."""
+class Position(NamedTuple):
+    """Where a message sits in Kafka. ``seq`` orders several events packed into one message.
+
+    A named tuple, not a frozen dataclass: decoders build one for every event, and a tuple is the cheapest
+    immutable record Python has (see ``decode.positions``). It compares and hashes as the tuple of its fields.
+    """
 
     topic: str
     partition: int

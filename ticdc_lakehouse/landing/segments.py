@@ -49,6 +49,10 @@ LANDED_SCHEMA = pa.schema(
     ]
 )
 
+#: ``LANDED_SCHEMA`` as a Spark DDL string: readers that pass it skip Spark's footer-reading job that infers it
+LANDED_SPARK_SCHEMA = ("topic string, partition int, offset bigint, timestamp bigint, key binary, value binary, "
+                       "headers array<struct<key: string, value: binary>>")
+
 PARTITIONS_FILE = "_partitions.json"
 SEGMENT_SUFFIX = ".parquet"
 TMP_SUFFIX = ".tmp"

@@ -16,6 +16,7 @@ from pyspark.accumulators import Accumulator
 
 from ticdc_lakehouse.decode import DecoderOptions, decode_safely, make_decoder
 from ticdc_lakehouse.events_arrow import EVENT_ARROW_SCHEMA, EVENT_SPARK_SCHEMA, events_to_batch
+from ticdc_lakehouse.landing.segments import LANDED_SPARK_SCHEMA
 from ticdc_lakehouse.merge.staged_stats import StatsFolder, StatsPart, StatsParam
 from ticdc_lakehouse.model import Message, SourceUnavailable
 
@@ -83,7 +84,7 @@ def landed_records(spark, paths: list[str], start_offsets: Mapping[tuple[str, in
     """The landed records at or after each partition's restart offset (a DataFrame, never collected)."""
     from pyspark.sql import functions as F
 
-    frame = spark.read.parquet(*paths)
+    frame = spark.read.schema(LANDED_SPARK_SCHEMA).parquet(*paths)  # known: no schema-inference job
     if start_offsets:
         condition = None
         for (topic, partition), offset in start_offsets.items():
