@@ -86,3 +86,11 @@ def test_positions_name_the_topic_even_when_it_has_slashes():
     for bad in ("ticdc/0", "/0/1", "ticdc/x/1", "ticdc/0/-1"):
         with pytest.raises(ValueError, match="TOPIC/PARTITION/OFFSET"):
             parse_position(bad)
+
+
+def test_create_tables_says_when_a_file_defines_no_table(cli_env, tmp_path):
+    script = tmp_path / "schema.sql"
+    script.write_text("CREATE TABLE t (id int PRIMARY KEY); DROP TABLE u;")
+    result = run(["create-tables", "--ddl", str(script)], cli_env, check=False)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "no database" in result.stderr and "no CREATE TABLE statement" in result.stderr

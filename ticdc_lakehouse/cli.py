@@ -145,6 +145,23 @@ def cmd_resume(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_create_tables(args: argparse.Namespace) -> int:
+    from ticdc_lakehouse.seed_tables import create_tables
+
+    text = Path(args.ddl).read_text(encoding="utf-8")
+    result = create_tables(_settings(args), text, default_schema=args.database or "", changefeed=args.changefeed)
+    for label in result["created"]:
+        print(f"created {label} (watermark 0: every row event of it will be merged with these types)")
+    for label in result["existing"]:
+        print(f"exists  {label} (left as it is)")
+    for reason in result["ignored"]:
+        print(f"ignored {reason}", file=sys.stderr)
+    if not result["created"] and not result["existing"]:
+        print(f"no CREATE TABLE statement in {args.ddl}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def cmd_skip_message(args: argparse.Namespace) -> int:
     from ticdc_lakehouse.pipeline import skip_message
 
@@ -231,6 +248,13 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--retry", action="store_true", help="apply the DDL again on the next run")
     p.add_argument("--changefeed")
     p.set_defaults(func=cmd_resume)
+
+    p = sub.add_parser("create-tables", help="create lake tables from upstream CREATE TABLE statements (before "
+                                             "their rows arrive: exact ENUM/SET members and DECIMAL precision)")
+    p.add_argument("--ddl", required=True, help="SQL file: SHOW CREATE TABLE output or mysqldump --no-data")
+    p.add_argument("--database", help="database of unqualified CREATE TABLE statements (or USE db; in the file)")
+    p.add_argument("--changefeed")
+    p.set_defaults(func=cmd_create_tables)
 
     p = sub.add_parser("skip-message", help="let a partition held at an undecodable message go on (dead-letter it)")
     p.add_argument("position", help="TOPIC/PARTITION/OFFSET, as lakehouse status shows it")

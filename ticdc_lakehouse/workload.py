@@ -172,6 +172,10 @@ class Workload:
         for name, columns, pk in SAMPLE_TABLES:
             self.create_table(name, columns, pk)
 
+    def show_create_tables(self) -> str:
+        """The CREATE TABLE statements of every current table, as ``SHOW CREATE TABLE`` upstream would give them."""
+        return "".join(_create_sql(self.tables[name]) + ";\n" for name in sorted(self.tables))
+
     def create_table(self, name: str, columns: list[tuple[str, str, bool]], primary_key: tuple[str, ...]) -> int:
         """CREATE TABLE of a table of ``(name, type, nullable)`` columns; rows come with the next transactions."""
         table = UpstreamTable(self.schema, name, [ColumnSchema(c, t, nullable) for c, t, nullable in columns],

@@ -1,0 +1,73 @@
+"""Lake tables created from upstream CREATE TABLE statements before a changefeed's rows arrive."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.lake_helpers import assert_lake_equals_upstream, lake_rows, snapshot_watermarks
+from ticdc_lakehouse.pipeline import backfill
+from ticdc_lakehouse.seed_tables import create_tables, tables_in_ddl
+from ticdc_lakehouse.workload import Workload, write_to_archive
+
+DUMP = """
+-- MySQL dump 10.13  Distrib 8.0.36, for Linux (x86_64)
+/*!40101 SET @OLD_CHARACTER_SET_CLIENT=@@CHARACTER_SET_CLIENT */;
+CREATE DATABASE /*!32312 IF NOT EXISTS*/ `shop`;
+USE `shop`;
+DROP TABLE IF EXISTS `orders`;
+CREATE TABLE `orders` (
+  `id` bigint NOT NULL AUTO_INCREMENT,
+  `status` enum('new','paid') NOT NULL DEFAULT 'new',
+  `tags` set('gift','rush') DEFAULT NULL,
+  `amount` decimal(12,2) DEFAULT NULL,
+  PRIMARY KEY (`id`) /*T![clustered_index] CLUSTERED */
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+CREATE TABLE `crm`.`people` (`id` int PRIMARY KEY, `name` varchar(20));
+"""
+
+
+def test_a_dump_gives_its_tables_with_their_exact_types_and_says_what_it_ignored():
+    found = tables_in_ddl(DUMP)
+    assert [(t.schema, t.table) for t in found.tables] == [("shop", "orders"), ("crm", "people")]
+    orders = found.tables[0]
+    assert [(c.name, c.mysql_type) for c in orders.columns] == [
+        ("id", "bigint"), ("status", "enum('new','paid')"), ("tags", "set('gift','rush')"),
+        ("amount", "decimal(12,2)")]
+    assert orders.primary_key == ("id",)
+    assert any("DropTable" in reason for reason in found.ignored)  # reported, never applied
+
+
+def test_an_unqualified_table_without_a_database_is_reported_not_guessed():
+    found = tables_in_ddl("CREATE TABLE t (id int PRIMARY KEY)")
+    assert found.tables == [] and "no database" in found.ignored[0]
+    assert [t.schema for t in tables_in_ddl("CREATE TABLE t (id int PRIMARY KEY)", "app").tables] == ["app"]
+
+
+@pytest.mark.spark
+def test_tables_created_from_the_upstream_ddl_get_enum_names_and_decimal_precision(spark, settings, tmp_path):
+    """The changefeed starts on existing tables: their CREATE TABLE is never in the stream, and Open Protocol
+    rows carry ENUM indexes and DECIMALs without precision. Created from the upstream DDL first, the lake equals
+    upstream in every column (created from the rows, ``orders.status`` would hold "1", "2"...)."""
+    archive = tmp_path / "archive"
+    workload = Workload(seed=43, partitions=2)
+    workload.create_sample_tables()
+    workload.new_events()  # the CREATE TABLE events happened before the changefeed started: never sent
+    ddl = workload.show_create_tables()
+    for _ in range(8):
+        workload.transaction(4)
+    workload.resolve(final=True)
+    write_to_archive(workload, archive, "ticdc", "open")
+
+    result = create_tables(settings, ddl, spark=spark)
+    assert sorted(result["created"]) == sorted(f"shop.{name}" for name in workload.tables)
+    again = create_tables(settings, ddl, spark=spark)
+    assert again["created"] == [] and sorted(again["existing"]) == sorted(result["created"])
+
+    backfill(settings, archive, protocol="open", spark=spark)
+    cut = workload.global_resolved_ts()
+    assert_lake_equals_upstream(spark, workload, cut)
+    statuses = {r["status"] for r in lake_rows(spark, "SELECT DISTINCT status FROM shop.orders")}
+    assert statuses and statuses <= {"new", "paid", "shipped", "cancelled", None}
+    amount = spark.table("shop.orders").schema["amount"].dataType.simpleString()
+    assert amount == next(c.mysql_type for c in workload.tables["orders"].columns if c.name == "amount")
+    assert snapshot_watermarks(spark, "shop.orders")[0] == 0  # created at watermark 0, before any row
