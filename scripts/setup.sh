@@ -34,4 +34,7 @@ if [ ! -f "$stamp" ]; then
 fi
 # Verify the stack: pyspark 3.5.x (a 6.x Spark provider would have replaced it), the complete Iceberg jar, drivers.
 .venv/bin/lakehouse check >/dev/null || { .venv/bin/lakehouse check; exit 1; }
+# The driver JVM's class archive (ticdc_lakehouse/jvm_archive.py): trained once per JDK and jar set, ~1 minute.
+.venv/bin/python -m ticdc_lakehouse.jvm_archive 2>/dev/null | sed 's/^/setup: /' \
+  || echo "setup: no class archive (each run's JVM starts a few seconds slower; nothing else changes)"
 echo "setup: ok ($(.venv/bin/python -c 'import pyspark; print("pyspark", pyspark.__version__)'))"

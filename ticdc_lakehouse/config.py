@@ -39,6 +39,7 @@ DEFAULTS: dict[str, Any] = {
         "shuffle_partitions": 4,
         "conf": {},
         "submit": "in-process",  # or "spark-submit" (Airflow SparkSubmitOperator to spark.master)
+        "class_archive": True,  # map the driver JVM's class archive built by setup (see jvm_archive)
     },
     "merge": {
         "write_mode": "merge-on-read",  # per table override in [tables."schema.table"]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from ticdc_lakehouse.config import Settings
+from ticdc_lakehouse.jvm_archive import driver_java_options
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -122,6 +123,7 @@ def spark_plan(settings: Settings, app_name: Optional[str] = None, *, catalog_ta
     java_opts = f"-Djava.library.path={DEBIAN_JNI_DIR} -Dorg.sqlite.lib.path={DEBIAN_JNI_DIR} -Dorg.sqlite.lib.name=libsqlitejdbc.so"
     if log_config is not None:
         java_opts += f" -Dlog4j2.configurationFile={log_config.as_uri()}"
+    class_archive = driver_java_options(jars, bool(spark.get("class_archive", True)))
     conf: dict[str, str] = {
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         prefix: "org.apache.iceberg.spark.SparkCatalog",
@@ -136,7 +138,7 @@ def spark_plan(settings: Settings, app_name: Optional[str] = None, *, catalog_ta
         "spark.sql.shuffle.partitions": str(spark["shuffle_partitions"]),
         "spark.driver.memory": str(spark["driver_memory"]),
         "spark.executor.memory": str(spark["executor_memory"]),
-        "spark.driver.extraJavaOptions": java_opts,
+        "spark.driver.extraJavaOptions": f"{java_opts} {class_archive}".strip(),
         "spark.executor.extraJavaOptions": java_opts,
         "spark.driver.extraLibraryPath": str(DEBIAN_JNI_DIR),
         "spark.executor.extraLibraryPath": str(DEBIAN_JNI_DIR),
