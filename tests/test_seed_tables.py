@@ -7,6 +7,7 @@ import pytest
 from tests.lake_helpers import assert_lake_equals_upstream, lake_rows, snapshot_watermarks
 from ticdc_lakehouse.pipeline import backfill
 from ticdc_lakehouse.seed_tables import create_tables, tables_in_ddl
+from ticdc_lakehouse.status import collect_status, render_status
 from ticdc_lakehouse.workload import Workload, write_to_archive
 
 DUMP = """
@@ -59,6 +60,7 @@ def test_tables_created_from_the_upstream_ddl_get_enum_names_and_decimal_precisi
     write_to_archive(workload, archive, "ticdc", "open")
 
     result = create_tables(settings, ddl, spark=spark)
+    assert "typed from row events" not in render_status(collect_status(settings, kafka=False, spark=spark))
     assert sorted(result["created"]) == sorted(f"shop.{name}" for name in workload.tables)
     again = create_tables(settings, ddl, spark=spark)
     assert again["created"] == [] and sorted(again["existing"]) == sorted(result["created"])
@@ -71,3 +73,20 @@ def test_tables_created_from_the_upstream_ddl_get_enum_names_and_decimal_precisi
     amount = spark.table("shop.orders").schema["amount"].dataType.simpleString()
     assert amount == next(c.mysql_type for c in workload.tables["orders"].columns if c.name == "amount")
     assert snapshot_watermarks(spark, "shop.orders")[0] == 0  # created at watermark 0, before any row
+
+
+@pytest.mark.spark
+def test_status_names_the_enum_columns_a_table_typed_from_rows_holds_as_numbers(spark, settings, tmp_path):
+    workload = Workload(seed=44, partitions=1)
+    workload.create_sample_tables()
+    workload.new_events()  # no CREATE TABLE in the stream, none created from the upstream DDL either
+    for _ in range(3):
+        workload.transaction(3)
+    workload.resolve(final=True)
+    write_to_archive(workload, tmp_path / "archive", "ticdc", "open")
+    backfill(settings, tmp_path / "archive", protocol="open", spark=spark)
+    status = collect_status(settings, kafka=False, spark=spark)
+    [feed] = status["changefeeds"]
+    unknown = {t["table"]: t["members_unknown"] for t in feed["tables"]}
+    assert unknown["shop.orders"] == ["status"] and unknown["shop.customers"] == []
+    assert "shop.orders: ENUM/SET column(s) status typed from row events" in render_status(status)

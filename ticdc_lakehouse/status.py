@@ -286,8 +286,25 @@ def _table_row(ji, name: str, cut_snapshot: Optional[int], halted: bool) -> dict
         "file_records": int(summary["total-records"]) if "total-records" in summary else None,
         "data_files": int(summary["total-data-files"]) if "total-data-files" in summary else None,
         "delete_files": int(summary["total-delete-files"]) if "total-delete-files" in summary else None,
+        "members_unknown": members_unknown(jtable),
     })
     return row
+
+
+def members_unknown(jtable) -> list[str]:
+    """The ENUM/SET columns whose members the table does not know (it was typed from row events, which carry
+    only the index/bitmask): their values are numbers, not names (see ``lakehouse create-tables``)."""
+    from ticdc_lakehouse.iceberg.tables import descriptor_of_doc
+    from ticdc_lakehouse.mysql_types import parse_type
+
+    names = []
+    for column in jtable.schema().columns():
+        descriptor = descriptor_of_doc(column.doc())
+        if descriptor:
+            parsed = parse_type(descriptor)
+            if parsed.base in ("enum", "set") and not parsed.elements:
+                names.append(str(column.name()))
+    return names
 
 
 def table_owners(ji) -> dict[str, str]:
@@ -515,6 +532,11 @@ def _render_changefeed(feed: Mapping[str, Any]) -> list[str]:
               t.get("delete_files"), "HALTED" if t["halted"] else ("ok" if t["exists"] else "missing")]
              for t in feed["tables"]],
         ))
+        for t in feed["tables"]:
+            if t.get("members_unknown"):
+                out.append(f"  {t['table']}: ENUM/SET column(s) {', '.join(t['members_unknown'])} typed from row "
+                           "events hold member indexes/bitmasks, not names (create such tables from the upstream "
+                           "DDL with lakehouse create-tables before their first merge)")
     if feed["halted"]:
         out.append(f"  halted tables ({len(feed['halted'])}):")
         for h in feed["halted"]:
