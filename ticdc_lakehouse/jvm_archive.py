@@ -51,8 +51,7 @@ def archive_key(jars: Iterable[str]) -> Optional[str]:
     home = _java_home()
     if home is None:
         return None
-    libjvm = next(iter(sorted(home.glob("lib/server/libjvm.so"))), home / "lib/server/libjvm.so")
-    parts = [_identity(libjvm)]
+    parts = [_identity(home / "lib" / "server" / "libjvm.so")]
     try:
         import pyspark
 
