@@ -40,6 +40,9 @@ DEFAULTS: dict[str, Any] = {
         "conf": {},
         "submit": "in-process",  # or "spark-submit" (Airflow SparkSubmitOperator to spark.master)
         "class_archive": True,  # map the driver JVM's class archive built by setup (see jvm_archive)
+        # extra driver JVM options; the default lets C2 compile only really hot code (see spark_session)
+        "driver_java_options": "-XX:Tier4InvocationThreshold=50000 -XX:Tier4CompileThreshold=60000 "
+                               "-XX:Tier4BackEdgeThreshold=400000",
     },
     "merge": {
         "write_mode": "merge-on-read",  # per table override in [tables."schema.table"]
