@@ -37,6 +37,8 @@ def test_file_then_environment_override(tmp_path):
     assert settings.changefeed().protocol == "craft"
     assert settings.table_option("shop", "orders", "write_mode") == "copy-on-write"
     assert settings.table_option("shop", "other", "write_mode") == "merge-on-read"
+    assert settings.table_layout("shop", "orders") == ("copy-on-write", 8)  # what a new lake table gets
+    assert settings.table_layout("shop", "other") == ("merge-on-read", 8)
     assert "s3cret" not in str(settings.masked())
 
 

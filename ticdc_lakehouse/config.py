@@ -159,6 +159,12 @@ class Settings:
     def merge(self) -> Mapping[str, Any]:
         return self.raw["merge"]
 
+    def table_layout(self, schema: str, table: str) -> tuple[str, int]:
+        """The write mode and bucket count a lake table is created with (``[tables."schema.table"]`` or
+        ``[merge]``)."""
+        return (str(self.table_option(schema, table, "write_mode", "merge-on-read")),
+                int(self.table_option(schema, table, "bucket_count", 16)))
+
     def table_option(self, schema: str, table: str, key: str, default: Any = None) -> Any:
         """A per-table setting from ``[tables."schema.table"]``, else ``[merge]``, else ``default``."""
         per_table = self.raw.get("tables", {}).get(f"{schema}.{table}", {})

@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Any, Iterable, Optional
 
 #: set by the trainer: the driver JVM writes its archive to this path when it exits, instead of reading one
 DUMP_ENV = "LAKEHOUSE_JVM_ARCHIVE_DUMP"
@@ -84,16 +84,14 @@ def driver_java_options(jars: Iterable[str], enabled: bool = True) -> str:
     return f"-XX:SharedArchiveFile={path} {_QUIET}"
 
 
-def _exercise(home: Path) -> None:
+def _exercise(settings: Any, home: Path) -> None:
     """A small merge that loads what real runs load: landing an archived topic, decoding in Python workers,
     DDL, MERGE, snapshot properties, time travel."""
-    from ticdc_lakehouse.config import load_settings
     from ticdc_lakehouse.pipeline import backfill
     from ticdc_lakehouse.spark_session import get_spark
     from ticdc_lakehouse.timetravel import as_of_sql
     from ticdc_lakehouse.workload import Workload, write_to_archive
 
-    settings = load_settings(env={"LAKEHOUSE_HOME": str(home), "LAKEHOUSE_CONFIG": ""})
     spark = get_spark(settings, "lakehouse-class-archive")
     workload = Workload(seed=3, partitions=2)
     workload.run_script(transactions=12)
@@ -118,7 +116,7 @@ def train(timeout_s: float = 600) -> Optional[Path]:
         partial = home / "driver.jsa"
         os.environ[DUMP_ENV] = str(partial)
         try:
-            _exercise(home)
+            _exercise(settings, home)
         finally:
             del os.environ[DUMP_ENV]
             _exit_jvm()
@@ -141,8 +139,11 @@ def _exit_jvm() -> None:
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
+    from ticdc_lakehouse.iceberg.commit import shutdown_callback_server
+
     session = SparkSession.getActiveSession()
     if session is not None:
+        shutdown_callback_server(session)  # or stop() waits on it
         session.stop()
     gateway = SparkContext._gateway
     if gateway is None:

@@ -80,11 +80,7 @@ def create_tables(settings: Settings, text: str, default_schema: str = "", chang
             if ji.table_exists(namespace, lake_name):
                 existing.append(label)
                 continue
-            create_table(
-                ji, table, name, 0,
-                settings.table_option(table.schema, table.table, "write_mode", "merge-on-read"),
-                int(settings.table_option(table.schema, table.table, "bucket_count", 16)),
-                {CREATED_FROM: "ddl-file", CHANGEFEED_PROPERTY: name},
-            )
+            create_table(ji, table, name, 0, *settings.table_layout(table.schema, table.table),
+                         {CREATED_FROM: "ddl-file", CHANGEFEED_PROPERTY: name})
             created.append(label)
     return {"ok": True, "changefeed": name, "created": created, "existing": existing, "ignored": found.ignored}

@@ -294,16 +294,13 @@ def _table_row(ji, name: str, cut_snapshot: Optional[int], halted: bool) -> dict
 def members_unknown(jtable) -> list[str]:
     """The ENUM/SET columns whose members the table does not know (it was typed from row events, which carry
     only the index/bitmask): their values are numbers, not names (see ``lakehouse create-tables``)."""
-    from ticdc_lakehouse.iceberg.tables import descriptor_of_doc
-    from ticdc_lakehouse.mysql_types import parse_type
+    from ticdc_lakehouse.iceberg.tables import mysql_type_of_doc
 
     names = []
     for column in jtable.schema().columns():
-        descriptor = descriptor_of_doc(column.doc())
-        if descriptor:
-            parsed = parse_type(descriptor)
-            if parsed.base in ("enum", "set") and not parsed.elements:
-                names.append(str(column.name()))
+        mysql = mysql_type_of_doc(column.doc())
+        if mysql is not None and mysql.base in ("enum", "set") and not mysql.elements:
+            names.append(str(column.name()))
     return names
 
 

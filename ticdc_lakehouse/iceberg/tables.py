@@ -8,11 +8,14 @@ so ENUM elements, unsignedness and precision survive into the lake and drive lat
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Optional, Sequence
 
 from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY, JavaIceberg, watermark_of
 from ticdc_lakehouse.merge.changes import TargetColumn
 from ticdc_lakehouse.model import ColumnSchema, TableSchema
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ticdc_lakehouse.mysql_types import MySQLType
 
 CHANGEFEED_PROPERTY = "tidb.changefeed"
 UPSTREAM_NAME_PROPERTY = "tidb.upstream-name"
@@ -66,16 +69,22 @@ class TargetTable:
         return next((c for c in self.columns if c.name.lower() == lowered), None)
 
 
-def descriptor_of_doc(doc: Optional[str]) -> Optional[str]:
-    """The MySQL type descriptor recorded in a column doc (``mysql:<descriptor>``), None for other docs."""
+def mysql_type_of_doc(doc: Optional[str]) -> Optional[MySQLType]:
+    """The MySQL type recorded in a column doc (``mysql:<descriptor>``), None for other docs."""
     from ticdc_lakehouse.mysql_types import type_from_doc
 
     if not doc:
         return None
     try:
-        return type_from_doc(doc).descriptor()
+        return type_from_doc(doc)
     except ValueError:
         return None
+
+
+def descriptor_of_doc(doc: Optional[str]) -> Optional[str]:
+    """The MySQL type descriptor recorded in a column doc, None for other docs."""
+    mysql = mysql_type_of_doc(doc)
+    return mysql.descriptor() if mysql is not None else None
 
 
 def describe(ji: JavaIceberg, schema: str, table: str) -> TargetTable:

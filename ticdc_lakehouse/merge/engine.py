@@ -196,12 +196,8 @@ class RunContext:
     def create(self, table_schema, watermark: int, summary: dict[str, str]) -> TargetTable:
         """Create a lake table with its configured write mode and bucketing, its first snapshot at ``watermark``."""
         schema, table = table_schema.schema, table_schema.table
-        create_table(
-            self.ji, table_schema, self.changefeed, watermark,
-            self.settings.table_option(schema, table, "write_mode", "merge-on-read"),
-            int(self.settings.table_option(schema, table, "bucket_count", 16)),
-            summary,
-        )
+        create_table(self.ji, table_schema, self.changefeed, watermark, *self.settings.table_layout(schema, table),
+                     summary)
         return self.target(schema, table, refresh=True)
 
 
