@@ -135,3 +135,17 @@ def test_an_old_image_without_the_key_is_not_a_key_change(spark):
     full = {"id": "5", "price": "2.00", "state": "1", "tags": "0", "raw": None, "at": None}
     result = rows(spark, [event(10, UPDATE, full, {"price": "1.00"})])
     assert list(result) == [5] and result[5]["_op"] == UPDATE and str(result[5]["price"]) == "2.00"
+
+
+def test_columns_every_event_carried_get_no_presence_flag(spark):
+    """Full row images (TiCDC's default): no column needs the MERGE's keep-the-lake's-value branch, so the change
+    set carries no flag for them (each would cost a map lookup per event); the others keep theirs."""
+    full = {"id": "5", "price": "2.50", "state": "2", "tags": "1", "raw": None, "at": "2026-01-02 03:04:05"}
+    events = frame(spark, [event(10, INSERT, full), event(20, UPDATE, {**full, "price": "3.00"}, full)])
+    every = frozenset(c.name for c in COLUMNS)
+    out = change_set(events, "s", "t", 0, 1000, COLUMNS, [COLUMNS[0]], every)
+    assert not [c for c in out.columns if c.startswith("_present_")]
+    [five] = out.collect()
+    assert five["_op"] == UPDATE and str(five["price"]) == "3.00" and five["state"] == "paid"
+    some = change_set(events, "s", "t", 0, 1000, COLUMNS, [COLUMNS[0]], every - {"tags"})
+    assert [c for c in some.columns if c.startswith("_present_")] == ["_present_3"]

@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterable, Optional
 
 from ticdc_lakehouse.iceberg.tables import quote
+from ticdc_lakehouse.local_frame import local_frame
 
 NAMESPACE = "_lakehouse"
 
@@ -157,7 +158,7 @@ class StateStore:
             _encode_partition_map(checkpoint.landed_end),
             checkpoint.protocol,
         )
-        frame = self.spark.createDataFrame([row], CHECKPOINTS_DDL)
+        frame = local_frame(self.spark, [row], CHECKPOINTS_DDL)
         frame.writeTo(self.table("checkpoints")).append()
 
     # -- dead letters ------------------------------------------------------------------------------------
@@ -217,7 +218,7 @@ class StateStore:
         if existing:
             return
         row = (changefeed, schema, table, ddl_ts, query, reason, datetime.now(timezone.utc).replace(tzinfo=None), None, None)
-        self.spark.createDataFrame([row], HALTED_DDL).writeTo(self.table("halted")).append()
+        local_frame(self.spark, [row], HALTED_DDL).writeTo(self.table("halted")).append()
 
     def resolve_halt(self, changefeed: str, schema: str, table: str, resolution: str) -> int:
         """Mark a halted table's halt resolved (``skip`` or ``retry``); returns how many halts were resolved."""

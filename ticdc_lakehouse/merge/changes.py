@@ -133,17 +133,22 @@ def split_key_changes(rows: DataFrame, keys: Sequence[TargetColumn]) -> DataFram
     )
 
 
-def typed_events(keyed: DataFrame, columns: Sequence[TargetColumn], keys: Sequence[TargetColumn]) -> DataFrame:
-    """Every event with its values typed as the target columns, and a ``_present_<i>`` flag per non-key column
-    telling whether the event carried it (absent values keep the target's value on update). Keys stay ``_k<i>``."""
+def typed_events(keyed: DataFrame, columns: Sequence[TargetColumn], keys: Sequence[TargetColumn],
+                 partial: Sequence[int]) -> DataFrame:
+    """Every event with its values typed as the target columns (``_c<i>``; keys stay ``_k<i>``), and for each
+    column some event did not carry (``partial``, see ``partial_positions``) a ``_present_<i>`` flag telling
+    whether this event carried it (absent values keep the target's value on update). The other columns need no
+    flag: every event carried them, and a flag would cost a map lookup per event and column for nothing."""
     key_index = {key.name.lower(): i for i, key in enumerate(keys)}
+    flagged = set(partial)
     selected: list[Column] = [F.col(c) for c in ("op", "commit_ts", "partition", "offset", "seq")]
     selected += [F.col(f"_k{i}") for i in range(len(keys))]
     for position, column in enumerate(columns):
         if column.name.lower() in key_index:
             continue
         selected.append(typed_value(F.col("_values"), F.col("named_enums"), column).alias(f"_c{position}"))
-        selected.append(F.map_contains_key(F.col("_values"), column.name).alias(f"{PRESENT}{position}"))
+        if position in flagged:
+            selected.append(F.map_contains_key(F.col("_values"), column.name).alias(f"{PRESENT}{position}"))
     return keyed.select(*selected)
 
 
@@ -188,16 +193,20 @@ def collapse_to_last(keyed: DataFrame, key_count: int, partial_positions: Sequen
     return ranked.filter(F.col("_rank") == 1).drop("_rank")
 
 
-def merge_source(collapsed: DataFrame, columns: Sequence[TargetColumn], keys: Sequence[TargetColumn]) -> DataFrame:
-    """The MERGE source: ``_op``, ``_commit_ts``, every target column under its own name, the presence flags."""
+def merge_source(collapsed: DataFrame, columns: Sequence[TargetColumn], keys: Sequence[TargetColumn],
+                 partial: Sequence[int]) -> DataFrame:
+    """The MERGE source: ``_op``, ``_commit_ts``, every target column under its own name, and the presence flags
+    of the ``partial`` columns (the only ones ``flush.merge_sql`` reads)."""
     key_index = {key.name.lower(): i for i, key in enumerate(keys)}
+    flagged = set(partial)
     selected: list[Column] = [F.col("op").alias(OP), F.col("commit_ts").alias("_commit_ts")]
     for position, column in enumerate(columns):
         if column.name.lower() in key_index:
             selected.append(F.col(f"_k{key_index[column.name.lower()]}").alias(column.name))
         else:
             selected.append(F.col(f"_c{position}").alias(column.name))
-            selected.append(F.col(f"{PRESENT}{position}"))
+            if position in flagged:
+                selected.append(F.col(f"{PRESENT}{position}"))
     return collapsed.select(*selected)
 
 
@@ -217,6 +226,6 @@ def change_set(events: DataFrame, schema: str, table: str, after_ts: int, upto_t
                always_sent: Optional[frozenset[str]] = frozenset()) -> DataFrame:
     """The whole chain for one table and one ts range (``always_sent``: see ``partial_positions``)."""
     rows = table_rows(events, schema, table, after_ts, upto_ts)
-    typed = typed_events(split_key_changes(rows, keys), columns, keys)
     partial = partial_positions(columns, keys, always_sent)
-    return merge_source(collapse_to_last(typed, len(keys), partial), columns, keys)
+    typed = typed_events(split_key_changes(rows, keys), columns, keys, partial)
+    return merge_source(collapse_to_last(typed, len(keys), partial), columns, keys, partial)

@@ -33,6 +33,7 @@ from ticdc_lakehouse.iceberg.tables import (
     describe,
     schema_from_row_types,
 )
+from ticdc_lakehouse.local_frame import local_frame
 from ticdc_lakehouse.merge import ddl_apply
 from ticdc_lakehouse.merge.changes import table_rows
 from ticdc_lakehouse.merge.decode_stage import decode_landed, source_unavailable_in, stats_accumulator
@@ -413,7 +414,7 @@ def _holding(settings: Settings) -> bool:
 def _skipped_frame(spark, state: StateStore, changefeed: str):
     """(topic, partition, offset) of the held messages the operator chose to skip (to the dead-letter table)."""
     rows = [(h["topic"], h["partition"], h["offset"]) for h in state.holds(changefeed, resolution="skipped")]
-    return spark.createDataFrame(rows, "topic string, partition int, offset bigint")
+    return local_frame(spark, rows, "topic string, partition int, offset bigint")
 
 
 def _holds(events, state: StateStore, changefeed: str, report: MergeReport, say) -> dict[PartitionKey, int]:
