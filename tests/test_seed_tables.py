@@ -5,8 +5,11 @@ from __future__ import annotations
 import pytest
 
 from tests.lake_helpers import assert_lake_equals_upstream, lake_rows, snapshot_watermarks
+from ticdc_lakehouse.merge.changes import TargetColumn, typed_value
+from ticdc_lakehouse.model import ColumnSchema, TableSchema
+from ticdc_lakehouse.mysql_types import parse_type
 from ticdc_lakehouse.pipeline import backfill
-from ticdc_lakehouse.seed_tables import create_tables, tables_in_ddl
+from ticdc_lakehouse.seed_tables import create_tables, members_to_learn, names_from_numbers_sql, tables_in_ddl
 from ticdc_lakehouse.status import collect_status, render_status
 from ticdc_lakehouse.workload import Workload, write_to_archive
 
@@ -75,8 +78,41 @@ def test_tables_created_from_the_upstream_ddl_get_enum_names_and_decimal_precisi
     assert snapshot_watermarks(spark, "shop.orders")[0] == 0  # created at watermark 0, before any row
 
 
+def test_only_enum_and_set_columns_typed_without_members_learn_them_and_numeric_members_are_refused():
+    upstream = TableSchema("s", "t", (
+        ColumnSchema("id", "int"), ColumnSchema("State", "enum('new','paid')"), ColumnSchema("tags", "set('a','b')"),
+        ColumnSchema("known", "enum('x','y')"), ColumnSchema("level", "enum('1','2')"),
+        ColumnSchema("was_enum", "varchar(9)")), ("id",))
+    lake = [("id", parse_type("int")), ("state", parse_type("enum")), ("tags", parse_type("set")),
+            ("known", parse_type("enum('x','y')")), ("level", parse_type("enum")), ("was_enum", parse_type("enum")),
+            ("lake_only", parse_type("enum")), ("no_doc", None)]
+    repair = members_to_learn(lake, upstream)
+    assert [(name, t.descriptor()) for name, t in repair.columns] == [
+        ("state", "enum('new','paid')"), ("tags", "set('a','b')")]  # names as MySQL matches them: any case
+    assert repair.refused == ("level: a member is a number, so stored numbers cannot be told from names",)
+
+
+@pytest.mark.spark
+def test_the_rewrite_of_stored_numbers_types_values_as_the_merge_does(spark):
+    """``names_from_numbers_sql`` (the one-off UPDATE) and ``typed_value`` (every merge) must agree."""
+    from pyspark.sql import functions as F
+
+    raw = ["0", "1", "2", "3", "5", "99", "paid", "a,b", "", None]
+    frame = spark.createDataFrame([(v,) for v in raw], "v string")
+    for descriptor in ("enum('new','pa''id')", "set('a','b','c')"):
+        declared = parse_type(descriptor)
+        column = TargetColumn("v", "string", descriptor)
+        by_merge = typed_value(F.create_map(F.lit("v"), F.col("v")), F.lit(None).cast("array<string>"), column)
+        got = frame.select(F.col("v"), by_merge.alias("merge"), F.expr(names_from_numbers_sql("`v`", declared))
+                           .alias("rewrite")).collect()
+        assert [r["rewrite"] for r in got] == [r["merge"] for r in got], descriptor
+        assert [r["rewrite"] for r in got][:3] == (["", "new", "pa'id"] if declared.base == "enum" else ["", "a", "b"])
+
+
 @pytest.mark.spark
 def test_status_names_the_enum_columns_a_table_typed_from_rows_holds_as_numbers(spark, settings, tmp_path):
+    """...and create-tables turns them into names in place: the lake then equals upstream, rows merged later
+    included, the table's watermark unchanged, and a second run changes nothing."""
     workload = Workload(seed=44, partitions=1)
     workload.create_sample_tables()
     workload.new_events()  # no CREATE TABLE in the stream, none created from the upstream DDL either
@@ -90,3 +126,23 @@ def test_status_names_the_enum_columns_a_table_typed_from_rows_holds_as_numbers(
     unknown = {t["table"]: t["members_unknown"] for t in feed["tables"]}
     assert unknown["shop.orders"] == ["status"] and unknown["shop.customers"] == []
     assert "shop.orders: ENUM/SET column(s) status typed from row events" in render_status(status)
+    numbers = {r["status"] for r in lake_rows(spark, "SELECT DISTINCT status FROM shop.orders")}
+    assert numbers and all(n is None or n.isdigit() for n in numbers)
+    watermarks = snapshot_watermarks(spark, "shop.orders")
+
+    result = create_tables(settings, workload.show_create_tables(), spark=spark)
+    assert result["created"] == [] and result["members_learned"] == {"shop.orders": ["status"]}
+    names = {r["status"] for r in lake_rows(spark, "SELECT DISTINCT status FROM shop.orders")}
+    assert names and names <= {"new", "paid", "shipped", "cancelled", None}
+    assert snapshot_watermarks(spark, "shop.orders") == watermarks + [watermarks[-1]]  # one snapshot, same ts
+    assert "typed from row events" not in render_status(collect_status(settings, kafka=False, spark=spark))
+    assert_lake_equals_upstream(spark, workload, workload.global_resolved_ts())
+    again = create_tables(settings, workload.show_create_tables(), spark=spark)
+    assert again["members_learned"] == {} and len(snapshot_watermarks(spark, "shop.orders")) == len(watermarks) + 1
+
+    for _ in range(3):
+        workload.transaction(3)
+    workload.resolve(final=True)
+    write_to_archive(workload, tmp_path / "archive", "ticdc", "open")
+    backfill(settings, tmp_path / "archive", protocol="open", spark=spark)
+    assert_lake_equals_upstream(spark, workload, workload.global_resolved_ts())  # new rows typed with names

@@ -153,7 +153,13 @@ def cmd_create_tables(args: argparse.Namespace) -> int:
     for label in result["created"]:
         print(f"created {label} (watermark 0: every row event of it will be merged with these types)")
     for label in result["existing"]:
-        print(f"exists  {label} (left as it is)")
+        learned = result["members_learned"].get(label)
+        if learned:
+            print(f"exists  {label} (ENUM/SET column(s) {', '.join(learned)} now hold member names, not numbers)")
+        else:
+            print(f"exists  {label} (left as it is)")
+        for reason in result["members_refused"].get(label, ()):
+            print(f"kept    {label}.{reason}", file=sys.stderr)
     for reason in result["ignored"]:
         print(f"ignored {reason}", file=sys.stderr)
     if not result["created"] and not result["existing"]:
@@ -250,7 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_resume)
 
     p = sub.add_parser("create-tables", help="create lake tables from upstream CREATE TABLE statements (before "
-                                             "their rows arrive: exact ENUM/SET members and DECIMAL precision)")
+                                             "their rows arrive: exact ENUM/SET members and DECIMAL precision); "
+                                             "tables typed from rows learn their ENUM/SET members")
     p.add_argument("--ddl", required=True, help="SQL file: SHOW CREATE TABLE output or mysqldump --no-data")
     p.add_argument("--database", help="database of unqualified CREATE TABLE statements (or USE db; in the file)")
     p.add_argument("--changefeed")

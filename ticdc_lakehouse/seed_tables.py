@@ -7,22 +7,29 @@ DECIMALs as (38, scale). ``lakehouse create-tables --ddl FILE`` reads the upstre
 the lake does not hold yet, at watermark 0, the way a CREATE TABLE from the stream would: every row event of the
 table is then merged into it with its exact types.
 
-Tables the lake already holds are left alone (rerunning the command changes nothing); a CREATE TABLE that does
-arrive in the stream later replaces a table created here (its commit ts is above watermark 0), as it replaces one
-created from rows.
+A table the lake already holds keeps its definition, with one repair: the ENUM/SET columns it was typed with from
+row events (no members known, values stored as index/bitmask numbers) learn their members from the script, and
+their values are rewritten as member names in one snapshot that keeps the table's watermark, so the table reads as
+upstream does and later rows are typed with names (``learn_members``). Other row-typed approximations stay:
+DECIMAL(38, s) holds the same values exactly (Iceberg cannot narrow a decimal). Rerunning the command changes
+nothing. A CREATE TABLE that does arrive in the stream later replaces a table created here (its commit ts is above
+watermark 0), as it replaces one created from rows.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional, Sequence
 
 from ticdc_lakehouse.config import Settings
 from ticdc_lakehouse.ddl_parse import CreateSchema, CreateTable, Unsupported, parse_ddl
 from ticdc_lakehouse.model import TableSchema
+from ticdc_lakehouse.mysql_types import MySQLType, parse_type
 
-#: the snapshot summary entry telling where a table's definition came from
-CREATED_FROM = "tidb.created-from"
+#: the snapshot summary entry of the snapshot that rewrote ENUM/SET numbers as member names
+MEMBERS_FROM = "tidb.members-from"
+#: what a value stored from a row event without known members looks like: the index or bitmask, in decimal
+_NUMBER = "'^[0-9]+$'"
 
 
 @dataclass
@@ -54,14 +61,96 @@ def tables_in_ddl(text: str, default_schema: str = "") -> DDLTables:
     return found
 
 
+@dataclass(frozen=True)
+class MemberRepair:
+    """The ENUM/SET columns of an existing lake table that learn their members from a CREATE TABLE (pure result
+    of ``members_to_learn``): (lake column name, its MySQL type with members), and the ones that cannot."""
+
+    columns: tuple[tuple[str, MySQLType], ...] = ()
+    refused: tuple[str, ...] = ()
+
+
+def members_to_learn(lake_columns: Sequence[tuple[str, Optional[MySQLType]]], table: TableSchema) -> MemberRepair:
+    """Which ENUM/SET columns of a lake table (name, MySQL type from its doc) typed without members take them from
+    the upstream definition ``table`` (names matched case-insensitively, as MySQL does).
+
+    Refused: a column whose members include a number, because its stored values could then be names or indexes
+    (a stored "2" would be ambiguous), which would also make a rerun after a crash convert a name a second time."""
+    upstream = {c.name.lower(): parse_type(c.mysql_type) for c in table.columns}
+    columns, refused = [], []
+    for name, lake in lake_columns:
+        declared = upstream.get(name.lower())
+        if lake is None or declared is None or lake.base not in ("enum", "set") or lake.elements:
+            continue
+        if declared.base != lake.base or not declared.elements:
+            continue
+        if any(member.isdigit() for member in declared.elements):
+            refused.append(f"{name}: a member is a number, so stored numbers cannot be told from names")
+            continue
+        columns.append((name, declared))
+    return MemberRepair(tuple(columns), tuple(refused))
+
+
+def names_from_numbers_sql(column: str, declared: MySQLType) -> str:
+    """Spark SQL turning an ENUM index / SET bitmask stored as text in ``column`` (a quoted identifier) into member
+    names, and leaving any other value (a name already) as it is: the same rules as the merge's typing of row
+    values (``merge.changes.typed_value``; the tests compare the two): index 0 is MySQL's empty error value, an
+    index past the members NULL, a bitmask the names of its bits joined by commas."""
+    from ticdc_lakehouse.merge.changes import sql_string
+
+    members = "array(" + ", ".join(sql_string(m) for m in declared.elements) + ")"
+    number = f"CAST({column} AS BIGINT)"
+    if declared.base == "enum":
+        names = (f"CASE WHEN {number} = 0 THEN '' WHEN {number} BETWEEN 1 AND {len(declared.elements)} "
+                 f"THEN element_at({members}, CAST({number} AS INT)) END")
+    else:
+        names = (f"array_join(filter({members}, (lakehouse_member, lakehouse_bit) -> "
+                 f"({number} & CAST(pow(2, lakehouse_bit) AS BIGINT)) != 0), ',')")
+    return f"CASE WHEN {column} RLIKE {_NUMBER} THEN {names} ELSE {column} END"
+
+
+def learn_members(spark: Any, ji: Any, catalog: str, namespace: str, name: str, repair: MemberRepair,
+                  changefeed: str) -> None:
+    """Rewrite the repair's columns as member names, then record the members in the column docs.
+
+    The values first, in one UPDATE whose snapshot keeps the table's watermark (and says why it exists), then the
+    docs (a schema change, no snapshot). A crash between the two leaves names and bare docs: the rerun's UPDATE
+    finds no number left to convert (numbers are never names, see ``members_to_learn``) and records the docs."""
+    from ticdc_lakehouse.iceberg.commit import run_with_snapshot_properties
+    from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY, watermark_of
+    from ticdc_lakehouse.iceberg.tables import CHANGEFEED_PROPERTY, qualified, quote
+    from ticdc_lakehouse.mysql_types import column_doc, comment_from_doc
+
+    jtable = ji.load(namespace, name)
+    assignments = ", ".join(f"{quote(c)} = {names_from_numbers_sql(quote(c), t)}" for c, t in repair.columns)
+    numbers = " OR ".join(f"{quote(c)} RLIKE {_NUMBER}" for c, _ in repair.columns)
+    statement = f"UPDATE {qualified(catalog, namespace, name)} SET {assignments} WHERE {numbers}"
+    properties = {RESOLVED_TS_PROPERTY: str(watermark_of(jtable)), CHANGEFEED_PROPERTY: changefeed,
+                  MEMBERS_FROM: "ddl-file"}
+    run_with_snapshot_properties(spark, properties, lambda: spark.sql(statement))
+    jtable.refresh()
+    update = jtable.updateSchema()
+    for column, declared in repair.columns:
+        doc = jtable.schema().findField(column).doc()
+        update = update.updateColumnDoc(column, column_doc(declared, comment_from_doc(doc) if doc else None))
+    update.commit()
+
+
 def create_tables(settings: Settings, text: str, default_schema: str = "", changefeed: str | None = None,
                   spark: Any = None) -> dict[str, Any]:
-    """Create the tables of a DDL script that the lake does not hold yet (see the module doc).
+    """Create the tables of a DDL script that the lake does not hold yet, and teach the tables it holds the
+    ENUM/SET members they were typed without (see the module doc).
 
-    Holds the changefeed's lock, so no merge creates the same table from rows meanwhile. Returns what was
-    created, what existed already and the statements ignored."""
+    Holds the changefeed's lock, so no merge creates the same table from rows or writes rows meanwhile. Returns
+    what was created, what existed already, the members learned (table -> columns), the columns that could not
+    learn theirs (with why) and the statements ignored."""
     from ticdc_lakehouse.iceberg.java_api import JavaIceberg
-    from ticdc_lakehouse.iceberg.tables import CHANGEFEED_PROPERTY, create_table
+    from ticdc_lakehouse.iceberg.tables import (
+        CHANGEFEED_PROPERTY,
+        CREATED_FROM_PROPERTY,
+        create_table,
+        mysql_type_of_doc,
+    )
     from ticdc_lakehouse.locks import changefeed_lock
     from ticdc_lakehouse.spark_session import get_spark
 
@@ -69,18 +158,30 @@ def create_tables(settings: Settings, text: str, default_schema: str = "", chang
     name = settings.changefeed(changefeed).name
     created: list[str] = []
     existing: list[str] = []
+    learned: dict[str, list[str]] = {}
+    refused: dict[str, list[str]] = {}
+    result = {"ok": bool(found.tables), "changefeed": name, "created": created, "existing": existing,
+              "members_learned": learned, "members_refused": refused, "ignored": found.ignored}
     if not found.tables:  # nothing to create: no lock, no Spark session
-        return {"ok": False, "changefeed": name, "created": created, "existing": existing, "ignored": found.ignored}
+        return result
     with changefeed_lock(settings, name):
         session = spark or get_spark(settings, "lakehouse-create-tables")
         ji = JavaIceberg(session, settings.catalog_name)
         for table in found.tables:
             namespace, lake_name = ji.resolve(table.schema, table.table)
             label = f"{namespace}.{lake_name}"
-            if ji.table_exists(namespace, lake_name):
-                existing.append(label)
+            if not ji.table_exists(namespace, lake_name):
+                create_table(ji, table, name, 0, *settings.table_layout(table.schema, table.table),
+                             {CREATED_FROM_PROPERTY: "ddl-file", CHANGEFEED_PROPERTY: name})
+                created.append(label)
                 continue
-            create_table(ji, table, name, 0, *settings.table_layout(table.schema, table.table),
-                         {CREATED_FROM: "ddl-file", CHANGEFEED_PROPERTY: name})
-            created.append(label)
-    return {"ok": True, "changefeed": name, "created": created, "existing": existing, "ignored": found.ignored}
+            existing.append(label)
+            lake_columns = [(str(f.name()), mysql_type_of_doc(f.doc()))
+                            for f in ji.load(namespace, lake_name).schema().columns()]
+            repair = members_to_learn(lake_columns, table)
+            if repair.refused:
+                refused[label] = list(repair.refused)
+            if repair.columns:
+                learn_members(session, ji, settings.catalog_name, namespace, lake_name, repair, name)
+                learned[label] = [column for column, _ in repair.columns]
+    return result

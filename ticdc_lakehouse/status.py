@@ -532,8 +532,8 @@ def _render_changefeed(feed: Mapping[str, Any]) -> list[str]:
         for t in feed["tables"]:
             if t.get("members_unknown"):
                 out.append(f"  {t['table']}: ENUM/SET column(s) {', '.join(t['members_unknown'])} typed from row "
-                           "events hold member indexes/bitmasks, not names (create such tables from the upstream "
-                           "DDL with lakehouse create-tables before their first merge)")
+                           "events hold member indexes/bitmasks, not names (lakehouse create-tables --ddl FILE "
+                           "with the upstream's CREATE TABLE turns them into names)")
     if feed["halted"]:
         out.append(f"  halted tables ({len(feed['halted'])}):")
         for h in feed["halted"]:

@@ -18,6 +18,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ticdc_lakehouse.mysql_types import MySQLType
 
 CHANGEFEED_PROPERTY = "tidb.changefeed"
+#: the snapshot summary entry telling where a table's definition came from (row-types, bootstrap, ddl-file)
+CREATED_FROM_PROPERTY = "tidb.created-from"
 UPSTREAM_NAME_PROPERTY = "tidb.upstream-name"
 
 _ICEBERG_TO_SPARK = {

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Iterable, Optional
 from ticdc_lakehouse import ddl_parse as dp
 from ticdc_lakehouse.events_arrow import table_schema_from_json
 from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY
+from ticdc_lakehouse.iceberg.tables import CREATED_FROM_PROPERTY
 from ticdc_lakehouse.merge.plan import DDLRecord, table_key
 from ticdc_lakehouse.mysql_types import column_doc, iceberg_type, parse_type, widening
 
@@ -509,7 +510,7 @@ def apply_bootstrap(ctx: "RunContext", record: DDLRecord) -> None:
     target = ctx.target(table_schema.schema, table_schema.table)
     if target.exists:
         return
-    ctx.create(table_schema, 0, ctx.summary(**{"tidb.created-from": "bootstrap"}))
+    ctx.create(table_schema, 0, ctx.summary(**{CREATED_FROM_PROPERTY: "bootstrap"}))
 
 
 def apply_resolutions(ctx: "RunContext", resolutions: Iterable["HaltedTable"]) -> None:

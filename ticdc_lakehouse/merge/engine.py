@@ -28,6 +28,7 @@ from ticdc_lakehouse.faults import fault_point
 from ticdc_lakehouse.iceberg.commit import callback_session, ensure_callback_server
 from ticdc_lakehouse.iceberg.java_api import JavaIceberg
 from ticdc_lakehouse.iceberg.tables import (
+    CREATED_FROM_PROPERTY,
     TargetTable,
     create_table,
     describe,
@@ -192,7 +193,7 @@ class RunContext:
                     self.report.pending_tables.append(f"{schema}.{table}")
             return None
         table_schema = schema_from_row_types(stats["schema"], stats["table"], stats["column_types"], stats["key_columns"])
-        return self.create(table_schema, since, self.summary(**{"tidb.created-from": "row-types"}))
+        return self.create(table_schema, since, self.summary(**{CREATED_FROM_PROPERTY: "row-types"}))
 
     def create(self, table_schema, watermark: int, summary: dict[str, str]) -> TargetTable:
         """Create a lake table with its configured write mode and bucketing, its first snapshot at ``watermark``."""
