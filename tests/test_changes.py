@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ticdc_lakehouse.events_arrow import EVENT_SPARK_SCHEMA, event_to_row
-from ticdc_lakehouse.merge.changes import TargetColumn, change_set
+from ticdc_lakehouse.merge.changes import TargetColumn, change_set, names_from_numbers_sql, typed_value
 from ticdc_lakehouse.model import DELETE, INSERT, UPDATE, Position, RowChange
 
 pytestmark = pytest.mark.spark
@@ -149,3 +149,27 @@ def test_columns_every_event_carried_get_no_presence_flag(spark):
     assert five["_op"] == UPDATE and str(five["price"]) == "3.00" and five["state"] == "paid"
     some = change_set(events, "s", "t", 0, 1000, COLUMNS, [COLUMNS[0]], every - {"tags"})
     assert [c for c in some.columns if c.startswith("_present_")] == ["_present_3"]
+
+
+@pytest.mark.parametrize("descriptor, names", [
+    ("enum('new','pa''id')", ["", "new", "pa'id", None, None, None, "paid", "a,b", "", None]),
+    ("set('a','b','c')", ["", "a", "b", "a,b", "a,c", "a,b", "paid", "a,b", "", None]),
+])
+def test_enum_indexes_and_set_bitmasks_become_names_and_names_stay(spark, descriptor, names):
+    """One rule for the merge's typing (``typed_value``) and the rewrite of stored numbers (``lakehouse
+    create-tables``): index 0 is "", an index past the members NULL, a bitmask its bits' names; a value that is
+    not a number, or that the event sent as a name, is kept."""
+    from pyspark.sql import functions as F
+
+    raw = ["0", "1", "2", "3", "5", "99", "paid", "a,b", "", None]
+    frame = spark.createDataFrame([({"v": v}, flag) for v, flag in zip(raw, [None] * len(raw))],
+                                  "m map<string,string>, named array<string>")
+    column = TargetColumn("v", "string", descriptor)
+    typed = frame.select(typed_value("m", F.col("named"), column).alias("v")).collect()
+    assert [r["v"] for r in typed] == names
+    named = frame.select(typed_value("m", F.array(F.lit("v")), column).alias("v")).collect()
+    assert [r["v"] for r in named] == raw  # sent as names (Simple, Canal-JSON...): never read as numbers
+    base, _, _ = descriptor.partition("(")
+    members = ["new", "pa'id"] if base == "enum" else ["a", "b", "c"]
+    rewritten = frame.select(F.expr(names_from_numbers_sql("m['v']", base, members)).alias("v")).collect()
+    assert [r["v"] for r in rewritten] == names

@@ -5,11 +5,10 @@ from __future__ import annotations
 import pytest
 
 from tests.lake_helpers import assert_lake_equals_upstream, lake_rows, snapshot_watermarks
-from ticdc_lakehouse.merge.changes import TargetColumn, typed_value
 from ticdc_lakehouse.model import ColumnSchema, TableSchema
 from ticdc_lakehouse.mysql_types import parse_type
 from ticdc_lakehouse.pipeline import backfill
-from ticdc_lakehouse.seed_tables import create_tables, members_to_learn, names_from_numbers_sql, tables_in_ddl
+from ticdc_lakehouse.seed_tables import create_tables, members_to_learn, tables_in_ddl
 from ticdc_lakehouse.status import collect_status, render_status
 from ticdc_lakehouse.workload import Workload, write_to_archive
 
@@ -90,23 +89,6 @@ def test_only_enum_and_set_columns_typed_without_members_learn_them_and_numeric_
     assert [(name, t.descriptor()) for name, t in repair.columns] == [
         ("state", "enum('new','paid')"), ("tags", "set('a','b')")]  # names as MySQL matches them: any case
     assert repair.refused == ("level: a member is a number, so stored numbers cannot be told from names",)
-
-
-@pytest.mark.spark
-def test_the_rewrite_of_stored_numbers_types_values_as_the_merge_does(spark):
-    """``names_from_numbers_sql`` (the one-off UPDATE) and ``typed_value`` (every merge) must agree."""
-    from pyspark.sql import functions as F
-
-    raw = ["0", "1", "2", "3", "5", "99", "paid", "a,b", "", None]
-    frame = spark.createDataFrame([(v,) for v in raw], "v string")
-    for descriptor in ("enum('new','pa''id')", "set('a','b','c')"):
-        declared = parse_type(descriptor)
-        column = TargetColumn("v", "string", descriptor)
-        by_merge = typed_value(F.create_map(F.lit("v"), F.col("v")), F.lit(None).cast("array<string>"), column)
-        got = frame.select(F.col("v"), by_merge.alias("merge"), F.expr(names_from_numbers_sql("`v`", declared))
-                           .alias("rewrite")).collect()
-        assert [r["rewrite"] for r in got] == [r["merge"] for r in got], descriptor
-        assert [r["rewrite"] for r in got][:3] == (["", "new", "pa'id"] if declared.base == "enum" else ["", "a", "b"])
 
 
 @pytest.mark.spark

@@ -166,6 +166,11 @@ class MySQLType:
             return not self.elements
         return False
 
+    @property
+    def members_unknown(self) -> bool:
+        """True for an ENUM/SET typed without its members (from row events): its values are index/bitmask."""
+        return self.base in ENUM_SET_TYPES and not self.elements
+
     def descriptor(self) -> str:
         """The normalized descriptor text; ``parse_type(t.descriptor()) == t`` for every normalized type."""
         base = self.base

@@ -28,8 +28,6 @@ from ticdc_lakehouse.mysql_types import MySQLType, parse_type
 
 #: the snapshot summary entry of the snapshot that rewrote ENUM/SET numbers as member names
 MEMBERS_FROM = "tidb.members-from"
-#: what a value stored from a row event without known members looks like: the index or bitmask, in decimal
-_NUMBER = "'^[0-9]+$'"
 
 
 @dataclass
@@ -80,7 +78,7 @@ def members_to_learn(lake_columns: Sequence[tuple[str, Optional[MySQLType]]], ta
     columns, refused = [], []
     for name, lake in lake_columns:
         declared = upstream.get(name.lower())
-        if lake is None or declared is None or lake.base not in ("enum", "set") or lake.elements:
+        if lake is None or declared is None or not lake.members_unknown:
             continue
         if declared.base != lake.base or not declared.elements:
             continue
@@ -91,25 +89,7 @@ def members_to_learn(lake_columns: Sequence[tuple[str, Optional[MySQLType]]], ta
     return MemberRepair(tuple(columns), tuple(refused))
 
 
-def names_from_numbers_sql(column: str, declared: MySQLType) -> str:
-    """Spark SQL turning an ENUM index / SET bitmask stored as text in ``column`` (a quoted identifier) into member
-    names, and leaving any other value (a name already) as it is: the same rules as the merge's typing of row
-    values (``merge.changes.typed_value``; the tests compare the two): index 0 is MySQL's empty error value, an
-    index past the members NULL, a bitmask the names of its bits joined by commas."""
-    from ticdc_lakehouse.merge.changes import sql_string
-
-    members = "array(" + ", ".join(sql_string(m) for m in declared.elements) + ")"
-    number = f"CAST({column} AS BIGINT)"
-    if declared.base == "enum":
-        names = (f"CASE WHEN {number} = 0 THEN '' WHEN {number} BETWEEN 1 AND {len(declared.elements)} "
-                 f"THEN element_at({members}, CAST({number} AS INT)) END")
-    else:
-        names = (f"array_join(filter({members}, (lakehouse_member, lakehouse_bit) -> "
-                 f"({number} & CAST(pow(2, lakehouse_bit) AS BIGINT)) != 0), ',')")
-    return f"CASE WHEN {column} RLIKE {_NUMBER} THEN {names} ELSE {column} END"
-
-
-def learn_members(spark: Any, ji: Any, catalog: str, namespace: str, name: str, repair: MemberRepair,
+def learn_members(spark: Any, jtable: Any, catalog: str, namespace: str, name: str, repair: MemberRepair,
                   changefeed: str) -> None:
     """Rewrite the repair's columns as member names, then record the members in the column docs.
 
@@ -119,11 +99,12 @@ def learn_members(spark: Any, ji: Any, catalog: str, namespace: str, name: str, 
     from ticdc_lakehouse.iceberg.commit import run_with_snapshot_properties
     from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY, watermark_of
     from ticdc_lakehouse.iceberg.tables import CHANGEFEED_PROPERTY, qualified, quote
+    from ticdc_lakehouse.merge.changes import NUMBER_PATTERN, names_from_numbers_sql, sql_string
     from ticdc_lakehouse.mysql_types import column_doc, comment_from_doc
 
-    jtable = ji.load(namespace, name)
-    assignments = ", ".join(f"{quote(c)} = {names_from_numbers_sql(quote(c), t)}" for c, t in repair.columns)
-    numbers = " OR ".join(f"{quote(c)} RLIKE {_NUMBER}" for c, _ in repair.columns)
+    assignments = ", ".join(f"{quote(c)} = {names_from_numbers_sql(quote(c), t.base, t.elements)}"
+                            for c, t in repair.columns)
+    numbers = " OR ".join(f"{quote(c)} RLIKE {sql_string(NUMBER_PATTERN)}" for c, _ in repair.columns)
     statement = f"UPDATE {qualified(catalog, namespace, name)} SET {assignments} WHERE {numbers}"
     properties = {RESOLVED_TS_PROPERTY: str(watermark_of(jtable)), CHANGEFEED_PROPERTY: changefeed,
                   MEMBERS_FROM: "ddl-file"}
@@ -176,12 +157,12 @@ def create_tables(settings: Settings, text: str, default_schema: str = "", chang
                 created.append(label)
                 continue
             existing.append(label)
-            lake_columns = [(str(f.name()), mysql_type_of_doc(f.doc()))
-                            for f in ji.load(namespace, lake_name).schema().columns()]
+            jtable = ji.load(namespace, lake_name)
+            lake_columns = [(str(f.name()), mysql_type_of_doc(f.doc())) for f in jtable.schema().columns()]
             repair = members_to_learn(lake_columns, table)
             if repair.refused:
                 refused[label] = list(repair.refused)
             if repair.columns:
-                learn_members(session, ji, settings.catalog_name, namespace, lake_name, repair, name)
+                learn_members(session, jtable, settings.catalog_name, namespace, lake_name, repair, name)
                 learned[label] = [column for column, _ in repair.columns]
     return result

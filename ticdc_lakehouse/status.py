@@ -299,7 +299,7 @@ def members_unknown(jtable) -> list[str]:
     names = []
     for column in jtable.schema().columns():
         mysql = mysql_type_of_doc(column.doc())
-        if mysql is not None and mysql.base in ("enum", "set") and not mysql.elements:
+        if mysql is not None and mysql.members_unknown:
             names.append(str(column.name()))
     return names
 

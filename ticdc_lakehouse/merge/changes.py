@@ -47,32 +47,42 @@ def _mysql_base(descriptor: Optional[str]) -> tuple[str, tuple[str, ...]]:
     return parsed.base, tuple(parsed.elements or ())
 
 
-def typed_value(values: Column, named_enums: Column, column: TargetColumn) -> Column:
-    """The value of ``column`` in a canonical-string map, cast to the column's Spark type.
+#: an ENUM index or SET bitmask as row events carry it, and as tables typed without the members store it
+NUMBER_PATTERN = "^[0-9]+$"
+
+
+def names_from_numbers_sql(raw: str, base: str, elements: Sequence[str]) -> str:
+    """Spark SQL of the member names of an ENUM index / SET bitmask that the SQL expression ``raw`` holds as text,
+    and of any other value (a name already) as it is: index 0 is MySQL's empty error value, an index past the
+    members NULL, a bitmask the names of its bits joined by commas. The one definition of that rule: the merge
+    types row values with it (``typed_value``), ``lakehouse create-tables`` rewrites stored numbers with it."""
+    members = "array(" + ", ".join(sql_string(e) for e in elements) + ")"
+    number = f"CAST({raw} AS BIGINT)"
+    if base == "enum":
+        names = (f"CASE WHEN {number} = 0 THEN '' WHEN {number} BETWEEN 1 AND {len(elements)} "
+                 f"THEN element_at({members}, CAST({number} AS INT)) END")
+    else:
+        names = (f"array_join(filter({members}, (lakehouse_member, lakehouse_bit) -> "
+                 f"({number} & CAST(pow(2, lakehouse_bit) AS BIGINT)) != 0), ',')")
+    return f"CASE WHEN {raw} RLIKE {sql_string(NUMBER_PATTERN)} THEN {names} ELSE {raw} END"
+
+
+def typed_value(values: str, named_enums: Column, column: TargetColumn) -> Column:
+    """The value of ``column`` in the canonical-string map column named ``values``, cast to the column's Spark
+    type.
 
     ENUM and SET arrive as index/bitmask from most protocols and as names from others (the event lists those in
     ``named_enums``); the element list comes from the target column's MySQL type.
     """
-    raw = values.getItem(column.name)
+    raw = F.col(values).getItem(column.name)
     spark_type = column.spark_type.lower()
     base, elements = _mysql_base(column.mysql_type)
     if base in ("enum", "set") and elements:
+        from ticdc_lakehouse.iceberg.tables import quote  # that module imports this one
+
         is_named = F.coalesce(F.array_contains(named_enums, column.name), F.lit(False))
-        is_index = ~is_named & raw.rlike("^[0-9]+$")
-        array_sql = "array(" + ", ".join(sql_string(e) for e in elements) + ")"
-        number = raw.cast("bigint")
-        if base == "enum":
-            in_range = F.when((number >= 1) & (number <= len(elements)), number.cast("int"))
-            by_index = F.when(number == 0, F.lit("")).otherwise(F.element_at(F.expr(array_sql), in_range))
-        else:
-            by_index = F.array_join(
-                F.filter(
-                    F.expr(array_sql),
-                    lambda x, i: number.bitwiseAND(F.pow(F.lit(2), i).cast("bigint")) != 0,
-                ),
-                ",",
-            )
-        return F.when(is_index, by_index).otherwise(raw)
+        by_number = F.expr(names_from_numbers_sql(f"{quote(values)}[{sql_string(column.name)}]", base, elements))
+        return F.when(is_named, raw).otherwise(by_number)
     if spark_type == "binary":
         return F.unbase64(raw)
     if spark_type == "string":
@@ -97,7 +107,7 @@ def table_rows(events: DataFrame, schema: str, table: str, after_ts: int, upto_t
 
 
 def _key_values(values: str, keys: Sequence[TargetColumn]) -> list[Column]:
-    return [typed_value(F.col(values), F.col("named_enums"), key) for key in keys]
+    return [typed_value(values, F.col("named_enums"), key) for key in keys]
 
 
 def split_key_changes(rows: DataFrame, keys: Sequence[TargetColumn]) -> DataFrame:
@@ -146,7 +156,7 @@ def typed_events(keyed: DataFrame, columns: Sequence[TargetColumn], keys: Sequen
     for position, column in enumerate(columns):
         if column.name.lower() in key_index:
             continue
-        selected.append(typed_value(F.col("_values"), F.col("named_enums"), column).alias(f"_c{position}"))
+        selected.append(typed_value("_values", F.col("named_enums"), column).alias(f"_c{position}"))
         if position in flagged:
             selected.append(F.map_contains_key(F.col("_values"), column.name).alias(f"{PRESENT}{position}"))
     return keyed.select(*selected)
