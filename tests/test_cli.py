@@ -94,3 +94,39 @@ def test_create_tables_says_when_a_file_defines_no_table(cli_env, tmp_path):
     result = run(["create-tables", "--ddl", str(script)], cli_env, check=False)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "no database" in result.stderr and "no CREATE TABLE statement" in result.stderr
+
+
+@pytest.mark.spark
+def test_create_tables_repairs_a_table_typed_from_rows_and_says_what_it_did(cli_env, tmp_path):
+    """A changefeed started on existing tables: the backfill types ``shop.orders.status`` from Open Protocol rows
+    (ENUM indexes, no members). ``create-tables`` refuses members it cannot tell from stored numbers, says so and
+    leaves the table alone; with the real DDL it turns the numbers into names and says which columns it repaired."""
+    from ticdc_lakehouse.workload import Workload, write_to_archive
+
+    workload = Workload(seed=44, partitions=1)
+    workload.create_sample_tables()
+    workload.new_events()  # the CREATE TABLE events happened before the changefeed started: never sent
+    for _ in range(3):
+        workload.transaction(3)
+    workload.resolve(final=True)
+    write_to_archive(workload, tmp_path / "archive", "ticdc", "open")
+    run(["backfill", "--archive", str(tmp_path / "archive"), "--protocol", "open"], cli_env)
+
+    ddl = workload.show_create_tables()
+    members = "enum('new','paid','shipped','cancelled')"
+    assert members in ddl
+    numeric = tmp_path / "numeric.sql"
+    numeric.write_text(ddl.replace(members, "enum('1','2','3','4')"))
+    result = run(["create-tables", "--ddl", str(numeric)], cli_env)
+    assert "exists  shop.orders (left as it is)" in result.stdout
+    assert "kept    shop.orders.status: a member is a number" in result.stderr
+
+    upstream = tmp_path / "upstream.sql"
+    upstream.write_text(ddl)
+    result = run(["create-tables", "--ddl", str(upstream)], cli_env)
+    assert "exists  shop.orders (ENUM/SET column(s) status now hold member names, not numbers)" in result.stdout
+    assert "exists  shop.customers (left as it is)" in result.stdout and "kept" not in result.stderr
+
+    out = run(["sql", "SELECT DISTINCT status FROM shop.orders", "--format", "json"], cli_env).stdout
+    statuses = {json.loads(line)["status"] for line in out.splitlines()}
+    assert statuses and statuses <= {"new", "paid", "shipped", "cancelled", None}
