@@ -3,8 +3,8 @@
     .venv/bin/python bench/land.py                       # starts a private noida-db broker
     .venv/bin/python bench/land.py --bootstrap host:9092 --records 500000 --size 1024
 
-Produces ``--records`` distinct TiCDC-like JSON messages of about ``--size`` bytes over ``--partitions`` partitions, then
-measures (best of ``--repeat``) a bare confluent-kafka consume of the whole topic that only touches every
+Produces ``--records`` distinct TiCDC-like JSON messages of about ``--size`` bytes over ``--partitions`` partitions,
+then measures (best of ``--repeat``) a bare confluent-kafka consume of the whole topic that only touches every
 message, and ``land_from_kafka`` of the same topic into a fresh landing directory. Prints MB/s and records/s of
 both and the ratio landing/bare; the target is >= 0.7 (exit status 1 below ``--min-ratio``).
 """

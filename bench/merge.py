@@ -156,7 +156,8 @@ def land_changes(settings, events: int, rows_per_table: int, seed: int = 1) -> i
             key = max(0, next_id[table] - 1 - int(rng.expovariate(1 / max(1, rows_per_table // 50))))
             op = "D" if roll > 0.85 else "U"
         touched.add((table, key))
-        row = {"id": str(key), "account": str(key % 1000), "amount": f"{rng.randint(0, 99999)}.{rng.randint(0, 99):02d}",
+        row = {"id": str(key), "account": str(key % 1000),
+               "amount": f"{rng.randint(0, 99999)}.{rng.randint(0, 99):02d}",
                "status": rng.choice(("new", "paid", "shipped")), "updated_at": "2026-11-01 10:00:00"}
         column_types = dict(types)
         if table == "orders" and i > ddl_at:

@@ -44,7 +44,9 @@ def test_file_then_environment_override(tmp_path):
 
 def test_passwords_in_uris_are_masked():
     assert mask_uri_password("postgresql://u:pw@h/db") == "postgresql://u:***@h/db"
-    assert mask_uri_password("jdbc:postgresql://h/db?user=u&password=pw") == "jdbc:postgresql://h/db?user=u&password=***"
+    assert (
+        mask_uri_password("jdbc:postgresql://h/db?user=u&password=pw") == "jdbc:postgresql://h/db?user=u&password=***"
+    )
 
 
 def test_conf_file_in_repo_parses():

@@ -316,7 +316,8 @@ def test_row_data_not_in_message_is_a_clear_error(decoder):
         decode_one(decoder, '{"ts":7,"scm":"s","tbl":"t","t":1,"ohk":true}', value)
     for key in ('{"ts":7,"scm":"s","tbl":"t","t":1,"ccl":"s3://bucket/x.json"}',
                 '{"ts":7,"scm":"s","tbl":"t","t":1,"ohk":false,"ccl":"s3://bucket/x.json"}'):
-        with pytest.raises(DecodeError, match="in claim-check storage at 's3://bucket/x.json'.*no claim_check_storage_uri"):
+        with pytest.raises(DecodeError,
+                           match="in claim-check storage at 's3://bucket/x.json'.*no claim_check_storage_uri"):
             decode_one(decoder, key, value)
 
 
@@ -446,8 +447,9 @@ def test_fuzz_corrupted_compressed_messages_never_escape_decode_safely(events, c
     """large-message-handle-compression: corrupted compressed value items are dead letters, like any bad bytes."""
     key, value = OpenProtocolEncoder(compression=codec).encode_batch(events)
     decoder = _large(codec)
-    assert decode_safely(decoder, message(key, value)) == decode_safely(make_decoder("open"),
-                                                                          message(*OpenProtocolEncoder().encode_batch(events)))
+    assert decode_safely(decoder, message(key, value)) == decode_safely(
+        make_decoder("open"), message(*OpenProtocolEncoder().encode_batch(events))
+    )
     seed = rng.randrange(2**32)
     for broken_value in corruptions(value, seed=seed, count=12):
         for event in decode_safely(decoder, message(key, broken_value)):
@@ -521,7 +523,9 @@ def _large(compression: str = "none", claim_check_storage_uri: str = "") -> Open
     from ticdc_lakehouse.decode import DecoderOptions
     from ticdc_lakehouse.decode.large_messages import LargeMessageOptions
 
-    return make_decoder("open", DecoderOptions(large_messages=LargeMessageOptions(compression, claim_check_storage_uri)))
+    return make_decoder(
+        "open", DecoderOptions(large_messages=LargeMessageOptions(compression, claim_check_storage_uri))
+    )
 
 
 @pytest.mark.parametrize("codec", ["snappy", "lz4"])
@@ -544,7 +548,8 @@ def test_compressed_row_and_ddl_values_decode_like_plain_ones(codec):
     assert decoded(_large(codec), compressed) == decoded(make_decoder("open"), stream)
     [failure] = decode_safely(make_decoder("open"), model.Message("t", 0, 9, *compressed[0]))[:1]
     assert isinstance(failure, DecodeFailure) and "large_message_compression" in failure.reason
-    [failure] = decode_safely(_large("lz4" if codec == "snappy" else "snappy"), model.Message("t", 0, 9, *compressed[0]))
+    [failure] = decode_safely(_large("lz4" if codec == "snappy" else "snappy"),
+                              model.Message("t", 0, 9, *compressed[0]))
     assert isinstance(failure, DecodeFailure) and "does not decompress" in failure.reason
 
 

@@ -479,7 +479,9 @@ def test_a_claim_checked_row_is_read_from_the_claim_check_storage(codec, tmp_pat
 
     full = orjson.dumps({"version": 1, "database": "db", "table": "t", "type": "INSERT", "commitTs": 3,
                          "buildTs": 1, "schemaVersion": 1, "data": {"id": "1", "note": "n" * 9000}})
-    (tmp_path / "c1.json").write_bytes(orjson.dumps({"key": "", "value": base64.b64encode(compress(codec, full)).decode()}))
+    (tmp_path / "c1.json").write_bytes(
+        orjson.dumps({"key": "", "value": base64.b64encode(compress(codec, full)).decode()})
+    )
     pointer = orjson.dumps({"version": 1, "database": "db", "table": "t", "type": "INSERT", "commitTs": 3,
                             "buildTs": 1, "schemaVersion": 1, "data": {"id": "1"},
                             "claimCheckLocation": "s3:/bucket/claim/c1.json"})

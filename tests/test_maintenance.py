@@ -213,8 +213,8 @@ def test_orphan_files_are_removed(lake):
     assert not lake.orphan.exists()
     assert _feed(lake.real)["tables"]["shop.orders"]["remove_orphan_files"]["count"] == 1
     assert "skipped" not in lake.real["control_tables"]
-    assert set(lake.real["control_tables"]) == {"_lakehouse.checkpoints", "_lakehouse.dead_letters", "_lakehouse.halted",
-                                                "_lakehouse.held"}
+    assert set(lake.real["control_tables"]) == {"_lakehouse.checkpoints", "_lakehouse.dead_letters",
+                                                "_lakehouse.halted", "_lakehouse.held"}
 
 
 def test_landed_segments_every_merge_is_past_are_deleted_but_each_partitions_last_stays(lake):

@@ -7,7 +7,14 @@ from datetime import datetime, timezone
 import pytest
 
 from ticdc_lakehouse.state import Checkpoint
-from ticdc_lakehouse.timetravel import AsOfError, choose_cut, datetime_to_tso, parse_time, rewrite_as_of, tso_to_datetime
+from ticdc_lakehouse.timetravel import (
+    AsOfError,
+    choose_cut,
+    datetime_to_tso,
+    parse_time,
+    rewrite_as_of,
+    tso_to_datetime,
+)
 
 # a real TSO from the TiBigData vectors: physical time 2021-03-12 02:18:19 UTC
 TSO = 423497695015731209

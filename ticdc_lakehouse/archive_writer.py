@@ -207,5 +207,6 @@ def write_archive(
     written = {}
     for partition, records in sorted(partitions.items()):
         partition_dir(archive_dir, topic, partition).mkdir(parents=True, exist_ok=True)
-        written[partition] = write_partition(archive_dir, topic, partition, records, **options)  # type: ignore[arg-type]
+        written[partition] = write_partition(archive_dir, topic, partition, records,
+                                             **options)  # type: ignore[arg-type]
     return written

@@ -59,7 +59,8 @@ def cmd_sql(args: argparse.Namespace) -> int:
         for line in json_lines(columns, (tuple(r) for r in frame.toLocalIterator()), float32):
             print(line)
     else:
-        rows = [tuple(r) for r in frame.limit(args.limit).collect()] if args.limit else [tuple(r) for r in frame.collect()]
+        rows = ([tuple(r) for r in frame.limit(args.limit).collect()] if args.limit
+                else [tuple(r) for r in frame.collect()])
         print(table_text(columns, rows))
     return 0
 

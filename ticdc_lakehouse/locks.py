@@ -107,7 +107,9 @@ def driver_lock(spark, settings: Settings, changefeed: str, timeout: float = DRI
             try:
                 lock = handle.getChannel().tryLock()
             except Py4JJavaError as exc:  # OverlappingFileLockException: this JVM holds it already
-                raise LockBusy(f"this Spark driver already merges changefeed {changefeed!r} (lock file {path})") from exc
+                raise LockBusy(
+                    f"this Spark driver already merges changefeed {changefeed!r} (lock file {path})"
+                ) from exc
             if lock is not None:
                 break
             if time.monotonic() >= deadline:

@@ -87,9 +87,9 @@ class DDLEvent:
     """A DDL statement committed upstream at ``commit_ts``.
 
     ``ddl_type`` is a normalized name (``CREATE_TABLE``, ``ADD_COLUMN``, ...; TiDB's action codes are mapped in
-    ``ticdc_lakehouse.decode.tidb_ddl_actions``), ``OTHER`` when unknown. ``table_schema`` is the table after the DDL where the protocol sends it
-    (Simple's tableSchema), so CREATE TABLE does not depend on parsing SQL. ``is_bootstrap`` marks Simple BOOTSTRAP
-    messages: they carry a schema and no statement to execute.
+    ``ticdc_lakehouse.decode.tidb_ddl_actions``), ``OTHER`` when unknown. ``table_schema`` is the table after the DDL
+    where the protocol sends it (Simple's tableSchema), so CREATE TABLE does not depend on parsing SQL.
+    ``is_bootstrap`` marks Simple BOOTSTRAP messages: they carry a schema and no statement to execute.
     """
 
     schema: str

@@ -58,7 +58,8 @@ def json_lines(columns: Sequence[str], rows: Iterable[Sequence[Any]], float32: S
     narrow = set(float32)
     for row in rows:
         yield json.dumps(
-            {c: json_value(shortest_float32(v) if c in narrow and isinstance(v, float) else v) for c, v in zip(columns, row)},
+            {c: json_value(shortest_float32(v) if c in narrow and isinstance(v, float) else v)
+             for c, v in zip(columns, row)},
             ensure_ascii=False,
         )
 

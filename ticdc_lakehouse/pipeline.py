@@ -35,7 +35,8 @@ def _landing_progress(progress: Progress):
 
     def notify(item) -> None:
         seconds = getattr(item, "seconds", 0) or 0
-        rate = f", {item.records / seconds:,.0f} records/s, {item.bytes / seconds / 2**20:,.1f} MiB/s" if seconds else ""
+        rate = (f", {item.records / seconds:,.0f} records/s, {item.bytes / seconds / 2**20:,.1f} MiB/s"
+                if seconds else "")
         progress(
             f"landed {item.topic}[{item.partition}] offsets {item.start}..{item.end}: "
             f"{item.records} records, {item.bytes} bytes{rate}"

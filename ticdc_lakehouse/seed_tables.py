@@ -1,8 +1,9 @@
 """Create lake tables from the upstream's CREATE TABLE statements, before their rows arrive.
 
 A changefeed usually starts on tables that already exist upstream, so their CREATE TABLE is never in the stream.
-Row events of Open Protocol and Craft carry neither ENUM/SET members nor DECIMAL precision, so a table the merge has to create from its rows shows ENUM/SET values as their index/bitmask and
-DECIMALs as (38, scale). ``lakehouse create-tables --ddl FILE`` reads the upstream's own definitions
+Row events of Open Protocol and Craft carry neither ENUM/SET members nor DECIMAL precision, so a table the merge has
+to create from its rows shows ENUM/SET values as their index/bitmask and DECIMALs as (38, scale).
+``lakehouse create-tables --ddl FILE`` reads the upstream's own definitions
 (``SHOW CREATE TABLE`` output, ``mysqldump --no-data``, ``USE db;`` statements allowed) and creates each table
 the lake does not hold yet, at watermark 0, the way a CREATE TABLE from the stream would: every row event of the
 table is then merged into it with its exact types.

@@ -49,7 +49,9 @@ def iceberg_runtime_jar() -> Path:
     jar = jar_dir / ICEBERG_JAR_NAME
     if not jar.is_file():
         found = sorted(p.name for p in jar_dir.glob("*.jar"))
-        raise StackError(f"{ICEBERG_JAR_NAME} not found in {jar_dir} (found: {found}); pin snowpark-connect-deps-iceberg==1.0.2")
+        raise StackError(
+            f"{ICEBERG_JAR_NAME} not found in {jar_dir} (found: {found}); pin snowpark-connect-deps-iceberg==1.0.2"
+        )
     with zipfile.ZipFile(jar) as archive:
         try:
             archive.getinfo(ICEBERG_SHADED_JACKSON_CLASS)
@@ -120,7 +122,10 @@ def spark_plan(settings: Settings, app_name: Optional[str] = None, *, catalog_ta
     spark = settings.spark
     prefix = f"spark.sql.catalog.{catalog}"
     log_config = PROJECT_LOG4J if PROJECT_LOG4J.is_file() else None
-    java_opts = f"-Djava.library.path={DEBIAN_JNI_DIR} -Dorg.sqlite.lib.path={DEBIAN_JNI_DIR} -Dorg.sqlite.lib.name=libsqlitejdbc.so"
+    java_opts = (
+        f"-Djava.library.path={DEBIAN_JNI_DIR} -Dorg.sqlite.lib.path={DEBIAN_JNI_DIR} "
+        "-Dorg.sqlite.lib.name=libsqlitejdbc.so"
+    )
     if log_config is not None:
         java_opts += f" -Dlog4j2.configurationFile={log_config.as_uri()}"
     class_archive = driver_java_options(jars, bool(spark.get("class_archive", True)))

@@ -217,7 +217,8 @@ class StateStore:
         existing = [h for h in self.halted(changefeed) if (h.schema, h.table, h.ddl_ts) == (schema, table, ddl_ts)]
         if existing:
             return
-        row = (changefeed, schema, table, ddl_ts, query, reason, datetime.now(timezone.utc).replace(tzinfo=None), None, None)
+        row = (changefeed, schema, table, ddl_ts, query, reason, datetime.now(timezone.utc).replace(tzinfo=None),
+               None, None)
         local_frame(self.spark, [row], HALTED_DDL).writeTo(self.table("halted")).append()
 
     def resolve_halt(self, changefeed: str, schema: str, table: str, resolution: str) -> int:

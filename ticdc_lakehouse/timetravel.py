@@ -57,7 +57,8 @@ def choose_cut(checkpoints: list[Checkpoint], tso: int) -> Checkpoint:
         )
     eligible = [c for c in checkpoints if c.resolved_ts <= tso and c.resolved_ts > 0]
     if not eligible:
-        first = min(c.resolved_ts for c in checkpoints if c.resolved_ts > 0) if any(c.resolved_ts for c in checkpoints) else 0
+        first = (min(c.resolved_ts for c in checkpoints if c.resolved_ts > 0)
+                 if any(c.resolved_ts for c in checkpoints) else 0)
         raise AsOfError(f"TSO {tso} is before the first applied cut ({first})")
     return max(eligible, key=lambda c: (c.resolved_ts, c.committed_at or datetime.min))
 

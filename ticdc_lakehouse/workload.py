@@ -273,7 +273,8 @@ class Workload:
         if base == "double":
             return repr(rng.choice([0.5, -1.25, 3.0, 1e-3, rng.randint(0, 1000) / 8]))
         if base in ("varchar", "text"):
-            words = ["alpha", "beta", "γάμμα", "データ", "emoji 🎉", "o'quote", 'dq"x', "back\\slash", "tab\tnl\n"]
+            words = ["alpha", "beta", "γάμμα", "データ", "emoji 🎉", "o'quote", 'dq"x', "back\\slash",
+                     "tab\tnl\n"]
             return " ".join(rng.choice(words) for _ in range(rng.randint(1, 3)))[:32]
         if base == "enum":
             elements = [e.strip("'") for e in column.mysql_type[5:-1].split(",")]

@@ -310,7 +310,9 @@ def cut_metrics(changefeed: str, merge_result: Mapping[str, Any], now: Optional[
         "tables_merged": len(report.get("tables_merged") or []),
         "ddls_applied": len(report.get("ddls_applied") or []),
         "halted_tables": [h.get("table") for h in report.get("halted") or []],
-        "held_partitions": [f"{h.get('topic')}/{h.get('partition')}/{h.get('offset')}" for h in report.get("held") or []],
+        "held_partitions": [
+            f"{h.get('topic')}/{h.get('partition')}/{h.get('offset')}" for h in report.get("held") or []
+        ],
         "pending_tables": list(report.get("pending_tables") or []),
         "dead_letters": int(report.get("dead_letters") or 0),
         "merge_seconds": float(report.get("seconds") or 0.0),

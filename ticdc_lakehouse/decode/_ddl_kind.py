@@ -2,7 +2,8 @@
 
 Those protocols name a DDL coarsely (Simple/Canal ``ALTER``, Debezium ``ALTER``) or by TiDB action code (the
 Avro testing-only DDL message), so the precise kind the merge engine needs (``ADD_COLUMN`` vs ``MODIFY_COLUMN``)
-comes from the statement text (TiDB action codes are mapped by ``tidb_ddl_actions``). Classification runs once per DDL, never per row, so a few regexes are fine here.
+comes from the statement text (TiDB action codes are mapped by ``tidb_ddl_actions``). Classification runs once per
+DDL, never per row, so a few regexes are fine here.
 """
 
 from __future__ import annotations

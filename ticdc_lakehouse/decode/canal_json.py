@@ -107,7 +107,8 @@ class CanalJsonDecoder:
         if kind == WATERMARK_TYPE:
             if not tidb or "watermarkTs" not in tidb:
                 raise DecodeError(f"{self.name}: TIDB_WATERMARK without _tidb.watermarkTs")
-            events.append(ResolvedEvent(ts=_uint64(tidb["watermarkTs"], "watermarkTs"), position=message.position(len(events))))
+            events.append(ResolvedEvent(ts=_uint64(tidb["watermarkTs"], "watermarkTs"),
+                                        position=message.position(len(events))))
             return
         op = DML_OPS.get(kind)  # type: ignore[arg-type]
         if op is None:

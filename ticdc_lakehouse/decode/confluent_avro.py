@@ -204,7 +204,9 @@ class ConfluentAvroDecoder:
         try:
             record = _schemaless_reader()(stream, writer.parsed)
         except Exception as exc:  # noqa: BLE001 - fastavro raises many types on bad bytes
-            raise DecodeError(f"avro: invalid Avro {what} (schema id {schema_id}): {type(exc).__name__}: {exc}") from exc
+            raise DecodeError(
+                f"avro: invalid Avro {what} (schema id {schema_id}): {type(exc).__name__}: {exc}"
+            ) from exc
         if stream.tell() != len(data):
             raise DecodeError(f"avro: {len(data) - stream.tell()} trailing bytes after the Avro {what}")
         if not isinstance(record, dict):
@@ -395,7 +397,8 @@ def _convert(writer: _WriterSchema, record: dict[str, Any]) -> dict[str, Optiona
     return writer.convert(record)
 
 
-def _convert_columns(columns: tuple[tuple[str, str, Converter], ...], record: dict[str, Any]) -> dict[str, Optional[str]]:
+def _convert_columns(columns: tuple[tuple[str, str, Converter], ...],
+                     record: dict[str, Any]) -> dict[str, Optional[str]]:
     """The reference conversion: column by column, skipping the columns the record does not have."""
     out: dict[str, Optional[str]] = {}
     for name, _, converter in columns:

@@ -334,7 +334,8 @@ def _table_from_change(schema: str, table: str, raw: dict[str, Any]) -> tuple[Ta
             members = [v[1:-1].replace("''", "'") if len(v) >= 2 and v[0] == v[-1] == "'" else v for v in enum_values]
             descriptor = f"{base}({quote_elements(members)})"
         elif base == "decimal":
-            descriptor = build_descriptor("decimal", length=raw_column.get("length"), scale=_int(raw_column.get("scale")))
+            descriptor = build_descriptor("decimal", length=raw_column.get("length"),
+                                          scale=_int(raw_column.get("scale")))
         else:
             descriptor = base
         default = raw_column.get("defaultValueExpression")

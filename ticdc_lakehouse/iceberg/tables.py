@@ -1,8 +1,8 @@
 """Target tables: naming, describing, creating and committing watermarks.
 
 Upstream ``schema.table`` becomes Iceberg ``<catalog>.<schema>.<table>`` spelled as upstream created it; later
-events find it ignoring case, as TiDB does. Every column keeps the upstream name and carries its MySQL type as the Iceberg field doc,
-so ENUM elements, unsignedness and precision survive into the lake and drive later type decisions.
+events find it ignoring case, as TiDB does. Every column keeps the upstream name and carries its MySQL type as the
+Iceberg field doc, so ENUM elements, unsignedness and precision survive into the lake and drive later type decisions.
 """
 
 from __future__ import annotations

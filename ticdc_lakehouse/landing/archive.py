@@ -85,7 +85,8 @@ def parse_partition_dir(name: str) -> Optional[tuple[str, int]]:
     return match.group(1), int(match.group(2))
 
 
-def scan_archive(archive_dir: Path | str, topics: Optional[Sequence[str]] = None) -> dict[tuple[str, int], list[LogFile]]:
+def scan_archive(archive_dir: Path | str,
+                 topics: Optional[Sequence[str]] = None) -> dict[tuple[str, int], list[LogFile]]:
     """The ``.log`` files of every ``(topic, partition)`` in the archive, each list ordered by base offset."""
     root = Path(archive_dir)
     if not root.is_dir():

@@ -65,7 +65,8 @@ def dropped_name(schema: str, table: str, ts: int) -> str:
 
 def drop_to_graveyard(ctx: "RunContext", target, schema: str, table: str, ts: int) -> None:
     ctx.ji.create_namespace(DROPPED_NAMESPACE)
-    ctx.ji.rename_table(target.namespace, target.name, DROPPED_NAMESPACE, dropped_name(schema.lower(), table.lower(), ts))
+    ctx.ji.rename_table(target.namespace, target.name, DROPPED_NAMESPACE,
+                        dropped_name(schema.lower(), table.lower(), ts))
     ctx.forget(schema, table)
     ctx.gone[table_key(schema, table)] = ts
 
@@ -244,7 +245,9 @@ def _apply_change(ctx: "RunContext", record: DDLRecord, change) -> bool:
     if isinstance(change, dp.CreateTableLike):
         like = ctx.target(change.like_schema, change.like_table, refresh=True)
         if not like.exists:
-            raise CannotApply(f"CREATE TABLE LIKE: source table {change.like_schema}.{change.like_table} does not exist")
+            raise CannotApply(
+                f"CREATE TABLE LIKE: source table {change.like_schema}.{change.like_table} does not exist"
+            )
         from ticdc_lakehouse.model import ColumnSchema, TableSchema
 
         columns = tuple(ColumnSchema(c.name, _descriptor(c)) for c in like.columns)
@@ -385,7 +388,9 @@ def _descriptor(column) -> str:
     """A MySQL descriptor for a lake column (its recorded one, else the closest to its Iceberg type)."""
     if column.mysql_type:
         return column.mysql_type
-    return {"int": "int", "bigint": "bigint", "string": "text", "binary": "blob"}.get(column.spark_type, column.spark_type)
+    return {"int": "int", "bigint": "bigint", "string": "text", "binary": "blob"}.get(
+        column.spark_type, column.spark_type
+    )
 
 
 def _schema_change(ctx: "RunContext", tx, target, change) -> Optional[tuple[str, str]]:
@@ -438,7 +443,8 @@ def _schema_change(ctx: "RunContext", tx, target, change) -> Optional[tuple[str,
         old_type = parse_type(existing.mysql_type) if existing.mysql_type else None
         old_spark = existing.spark_type
         new_spark = iceberg_type(new_type)
-        verdict = widening(old_type, new_type) if old_type is not None else ("same" if old_spark == new_spark else "unsupported")
+        verdict = (widening(old_type, new_type) if old_type is not None
+                   else ("same" if old_spark == new_spark else "unsupported"))
         if verdict == "unsupported" and old_spark != new_spark:
             raise CannotApply(
                 f"MODIFY COLUMN {change.name}: {existing.mysql_type or old_spark} -> {change.column.mysql_type} "

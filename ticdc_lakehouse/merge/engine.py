@@ -192,7 +192,8 @@ class RunContext:
                 if self.report is not None:
                     self.report.pending_tables.append(f"{schema}.{table}")
             return None
-        table_schema = schema_from_row_types(stats["schema"], stats["table"], stats["column_types"], stats["key_columns"])
+        table_schema = schema_from_row_types(stats["schema"], stats["table"], stats["column_types"],
+                                             stats["key_columns"])
         return self.create(table_schema, since, self.summary(**{CREATED_FROM_PROPERTY: "row-types"}))
 
     def create(self, table_schema, watermark: int, summary: dict[str, str]) -> TargetTable:
