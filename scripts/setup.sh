@@ -24,7 +24,8 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"
   "$PY" -m venv .venv
 fi
-stamp=".venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
+# the stamp covers what the install builds from: the dependencies and the compiled Craft reader (setup.py)
+stamp=".venv/.installed-$(cat pyproject.toml setup.py ticdc_lakehouse/decode/_craft_reader.pyx | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
   echo "setup: installing the pinned Python stack into .venv (a few minutes the first time)"
   .venv/bin/pip install -q --upgrade pip
@@ -32,6 +33,8 @@ if [ ! -f "$stamp" ]; then
   rm -f .venv/.installed-*
   touch "$stamp"
 fi
+.venv/bin/python -c 'import ticdc_lakehouse.decode._craft_reader' 2>/dev/null \
+  || echo "setup: no compiled Craft reader (no C compiler?): Craft decodes with its Python readers, same events, slower"
 # Verify the stack: pyspark 3.5.x (a 6.x Spark provider would have replaced it), the complete Iceberg jar, drivers.
 .venv/bin/lakehouse check >/dev/null || { .venv/bin/lakehouse check; exit 1; }
 # The driver JVM's class archive (ticdc_lakehouse/jvm_archive.py): trained once per JDK and jar set, ~1 minute.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import pickle
 import re
+import struct
 from dataclasses import replace
 
 import pytest
@@ -29,9 +30,25 @@ from tests.open_craft_support import (
     seed_dumps,
 )
 
-@pytest.fixture
-def decoder() -> CraftDecoder:
-    return make_decoder("craft")
+#: the decoder's value readers: the compiled one (built by setup) and the generated Python ones (its fallback)
+READERS = [pytest.param(True, id="compiled-reader"), pytest.param(False, id="python-readers")]
+
+
+@pytest.fixture(params=READERS)
+def decoder(request) -> CraftDecoder:
+    return CraftDecoder(compiled=request.param)
+
+
+def test_the_compiled_reader_is_built_and_read_with_by_default():
+    """``make setup`` builds it (setup.py); a decoder from the registry reads values with it."""
+    from ticdc_lakehouse.decode import craft
+
+    assert craft.COMPILED_READER, "ticdc_lakehouse/decode/_craft_reader.pyx was not built: run make setup"
+    decoder = make_decoder("craft")
+    decode(decoder, (CRAFT_VECTORS / "row_0.value.bin").read_bytes())
+    layouts = [layout for _, by_count in decoder._dictionaries.values() for found in by_count.values()
+               for layout in found]
+    assert layouts and all(type(layout.values.__self__).__name__ == "ValueReader" for layout in layouts)
 
 
 def decode(decoder: CraftDecoder, value: bytes) -> list[model.Event]:
@@ -252,11 +269,12 @@ def test_fuzz_corrupted_vectors_never_escape_decode_safely(decoder):
                 assert_valid_event(event)
 
 
+@pytest.mark.parametrize("compiled", READERS)
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(row_changes(CRAFT_DESCRIPTORS), min_size=1, max_size=3), st.randoms(use_true_random=False))
-def test_fuzz_corrupted_encoder_output_never_escapes_decode_safely(rows, rng):
+def test_fuzz_corrupted_encoder_output_never_escapes_decode_safely(compiled, rows, rng):
     _, value = CraftEncoder().encode_batch(rows)
-    decoder = make_decoder("craft")
+    decoder = CraftDecoder(compiled=compiled)
     for broken in corruptions(value, seed=rng.randrange(2**32), count=30):
         for event in decode_safely(decoder, message(None, broken)):
             assert_valid_event(event)
@@ -271,17 +289,18 @@ def _outcome(decoder: CraftDecoder, value: bytes) -> list:
             for event in decode_safely(decoder, message(None, value))]
 
 
+@pytest.mark.parametrize("compiled", READERS)
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(row_changes(CRAFT_DESCRIPTORS), min_size=1, max_size=6), st.randoms(use_true_random=False))
-def test_row_batch_path_agrees_with_the_reference_reader(rows, rng):
-    """Same events, or the same error, with every shortcut on (row batches, generated readers) and off.
+def test_row_batch_path_agrees_with_the_reference_reader(compiled, rows, rng):
+    """Same events, or the same error, with every shortcut on (row batches, fast value readers) and off.
 
     Each batch is decoded twice by the fast decoder: the first time teaches it the layouts, the second takes the
     row-batch path; corrupted variants must fail (or not) exactly as the reference decoder says.
     """
     rows += [replace(row, commit_ts=rng.randrange(2**64)) for row in rows[: rng.randrange(len(rows) + 1)]]
     _, value = CraftEncoder().encode_batch(rows)
-    fast, reference = make_decoder("craft"), CraftDecoder(reference=True)
+    fast, reference = CraftDecoder(compiled=compiled), CraftDecoder(reference=True)
     expected = _outcome(reference, value)
     assert _outcome(fast, value) == expected
     assert _outcome(fast, value) == expected  # layouts known now: the row-batch path
@@ -289,7 +308,54 @@ def test_row_batch_path_agrees_with_the_reference_reader(rows, rng):
         assert _outcome(fast, broken) == _outcome(reference, broken)
 
 
-def test_a_batch_of_known_layouts_takes_the_row_batch_path():
+U64 = 2**64 - 1
+#: one column's (type code, flags, value length chunk, value bytes): edges of every value kind
+READER_EDGES = [
+    (8, 0x80, varint(10), b"\xff" * 9 + b"\x01"),  # BIGINT UNSIGNED max, a 10-byte uvarint
+    (8, 0x80, varint(10), b"\xff" * 9 + b"\x02"),  # beyond 64 bits
+    (8, 0x80, varint(11), b"\x80" * 10 + b"\x00"),  # 11 bytes
+    (8, 0, varint(10), b"\xff" * 9 + b"\x01"),  # BIGINT min (zigzag)
+    (3, 0, varint(3), b"\x81\x80\x00"),  # a non-minimal encoding of -1, as Go reads it
+    (3, 0, varint(2), b"\x05\x05"),  # a varint that ends before its value does
+    (3, 0, varint(1), b"\x85"),  # a varint that does not end
+    (3, 0, varint(0), b""),  # an empty integer
+    (247, 0, varint(2), b"\x80\x01"),  # ENUM index 128
+    (248, 0, varint(1), b"\x05"),  # SET bitmask
+    (16, 0, varint(1), b"\x7f"),  # BIT
+    (13, 0, varint(2), b"\xcc\x1f"),  # YEAR (zigzag)
+    (15, 0, varint(20000), "ü".encode() * 10000),  # a length that takes three varint bytes
+    (15, 0, varint(2), b"\xc3\x28"),  # invalid UTF-8
+    (15, 0, varint(3), b"\xed\xa0\x80"),  # an encoded surrogate
+    (15, 1, varint(3), b"\x00\xff\x10"),  # VARBINARY -> base64
+    (252, 1, varint(0), b""),  # an empty BLOB
+    (5, 0, varint(8), struct.pack("<d", float("nan"))),
+    (5, 0, varint(8), struct.pack("<d", -0.0)),
+    (5, 0, varint(7), b"\x00" * 7),  # a DOUBLE of 7 bytes
+    (4, 0, varint(8), struct.pack("<d", 1.2300000190734863)),  # FLOAT widened to float64
+    *[(246, 0, varint(len(text)), text) for text in (
+        b"12.50", b"-0.5", b"007", b"1.", b".5", b"-", b"", b"1.2.3", b"1e5", b" 1", b"-.5", b"--1", b"\xd9\xa3")],
+    (6, 0, varint(0), b""),  # the NULL type: no value bytes
+    (6, 0, varint(1), b"\x00"),  # ... and one too many
+    (3, 0, varint(-1), b""),  # NULL
+    (3, 0, varint(-2), b""),  # a negative length that is not NULL
+    (3, 0, varint(5), b"\x02"),  # a value that runs past its group
+    (3, 0, b"\x80", b""),  # a length varint that does not end
+]
+
+
+@pytest.mark.parametrize("code, flags, lengths, values", READER_EDGES)
+def test_both_value_readers_read_every_edge_as_the_reference_does(code, flags, lengths, values):
+    """The same row, or the same decode error, from the compiled reader, the generated Python readers and the
+    reference (which reads every value column by column), the first time and once the layout is known."""
+    value = _row_message(_row_group(lengths=lengths, values=values, code=code, flag=flags))
+    expected = _outcome(CraftDecoder(reference=True), value)
+    for decoder in (CraftDecoder(compiled=True), CraftDecoder(compiled=False)):
+        assert _outcome(decoder, value) == expected
+        assert _outcome(decoder, value) == expected
+
+
+@pytest.mark.parametrize("compiled", READERS)
+def test_a_batch_of_known_layouts_takes_the_row_batch_path(compiled):
     types = {"id": "bigint", "amount": "decimal", "name": "varchar", "score": "double", "n": "int unsigned"}
     rows = [RowChange("db", "t", 400 + i, op, after, before, ("id",), types, model.Position("", 0, 0))
             for i, (op, after, before) in enumerate([
@@ -299,7 +365,7 @@ def test_a_batch_of_known_layouts_takes_the_row_batch_path():
                 (model.DELETE, None, {"id": "-70000", "amount": "0.00", "name": "é" * 40, "score": "-0.0", "n": "7"}),
             ])]
     _, value = CraftEncoder().encode_batch(rows)
-    decoder = make_decoder("craft")
+    decoder = CraftDecoder(compiled=compiled)
     first = decode(decoder, value)
     batch = decoder._row_batch(value, message(None, value))
     assert batch is not None and batch == first == decode(CraftDecoder(reference=True), value)

@@ -26,9 +26,15 @@ Every length and offset is checked against the region it must stay in, and every
 exactly, so truncated or corrupted messages raise a DecodeError instead of yielding plausible garbage.
 
 Speed: a batch repeats the same column layout (names, types, flags) for every row of a table. The decoder
-parses a layout once, recognizes its bytes again with one ``bytes.startswith``, and reads the values with
-straight-line code generated for that layout (no per-column dispatch); anything unusual falls back to the generic,
-fully checked reader. Term dictionaries and their layouts are cached by the dictionary's bytes.
+parses a layout once, recognizes its bytes again with one ``bytes.startswith``, and reads the values with a reader
+made for that layout; anything unusual falls back to the generic, fully checked reader. Term dictionaries and
+their layouts are cached by the dictionary's bytes.
+
+The value reader is compiled where it can be (``_craft_reader.pyx``, built by ``setup.py``): the values are most
+of a Craft message, and read in Python they made Craft only as fast as Open Protocol, whose JSON msgspec parses
+in C. Where it is not built, straight-line Python code generated per layout (no per-column dispatch) reads them
+with the same results; ``CraftDecoder(compiled=False)`` uses it anyway, and the tests run both against the
+reference.
 
 Two shortcuts sit on top of that, each answering only for input it reads exactly as the checked path does and
 handing everything else to it (``tests/test_decode_craft.py`` compares them with ``CraftDecoder(reference=True)``,
@@ -36,12 +42,12 @@ which has none, on random and corrupted batches):
 
 * ``_row_batch``: a message of row events with known layouts (the bulk of a topic) is read in one pass: size
   tables while the events are read, one-byte header chunks compared in bulk, the last layout tried first.
-* the generated readers map a chunk of one-byte value lengths through one ``bytes.translate`` and unpack it into
-  locals, and decode multi-byte integers with small-int arithmetic on the unpacked bytes.
+* the generated Python readers map a chunk of one-byte value lengths through one ``bytes.translate`` and unpack
+  it into locals, and decode multi-byte integers with small-int arithmetic on the unpacked bytes.
 
-Measured, not guessed: on this interpreter, generated code that is bigger (a second, NULL-free copy of the column
-code; a per-layout loop over whole rows) or that calls helpers per value ran slower in ``bench/decode.py``, whose
-timings interleave other decoders; keep the generated code small.
+Measured, not guessed: on this interpreter, generated Python that is bigger (a second, NULL-free copy of the
+column code; a per-layout loop over whole rows) or that calls helpers per value ran slower in
+``bench/decode.py``, whose timings interleave other decoders; keep the generated code small.
 """
 
 from __future__ import annotations
@@ -87,6 +93,14 @@ from ticdc_lakehouse.model import (
     RowChange,
 )
 
+try:  # Craft's value reader in C (setup.py builds it); the generated Python readers below give the same rows
+    from ticdc_lakehouse.decode._craft_reader import ValueReader as _CompiledReader
+except ImportError:  # not built (no C compiler where this was installed, or a big-endian host)
+    _CompiledReader = None
+
+#: whether ``CraftDecoder`` reads values with the compiled reader (unless told ``compiled=False``)
+COMPILED_READER = _CompiledReader is not None
+
 VERSION = 1
 EVENT_ROW = 1
 EVENT_DDL = 2
@@ -121,7 +135,7 @@ class _Layout:
                  "values_offset")
 
     def __init__(self, section: bytes, names: list[str], kinds: list[int], types: dict[str, str],
-                 keys: tuple[str, ...], generated: bool = True) -> None:
+                 keys: tuple[str, ...], generated: bool = True, compiled: bool = True) -> None:
         self.section = section
         self.names = names
         self.kinds = kinds
@@ -131,8 +145,13 @@ class _Layout:
         self.inserted = bytes((GROUP_NEW, self.count)) + section if self.count < 0x80 else None
         self.deleted = bytes((GROUP_OLD, self.count)) + section if self.count < 0x80 else None
         self.values_offset = 2 + len(section)  # from the group's start, when the column count is one byte
-        self.values: Callable[[bytes, int, int], Optional[dict]] = (
-            _narrow_values_function(names, kinds, _values_function(names, kinds)) if generated else _no_values)
+        self.values: Callable[[bytes, int, int], Optional[dict]]
+        if not generated:
+            self.values = _no_values
+        elif compiled and _CompiledReader is not None:
+            self.values = _CompiledReader(tuple(names), bytes(kinds)).read
+        else:
+            self.values = _narrow_values_function(names, kinds, _values_function(names, kinds))
 
 
 def _no_values(data: bytes, pos: int, end: int) -> None:
@@ -536,20 +555,23 @@ class CraftDecoder:
 
     _CACHE_LIMIT = 256
 
-    def __init__(self, options: Any = None, *, reference: bool = False) -> None:
-        """``reference=True`` turns off every shortcut (the row-batch path and the generated value readers): the
-        tests compare the shortcuts with it."""
+    def __init__(self, options: Any = None, *, reference: bool = False, compiled: bool = True) -> None:
+        """``reference=True`` turns off every shortcut (the row-batch path and the fast value readers): the tests
+        compare the shortcuts with it. ``compiled=False`` reads values with the generated Python readers even
+        where the compiled one is built (the tests check both against the reference)."""
         self.options = options
         self._reference = reference
+        self._compiled = compiled
         # term-dictionary bytes -> (its terms, column count -> layouts seen with that dictionary)
         self._dictionaries: dict[bytes, tuple[list[str], dict[int, list[_Layout]]]] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         """Decoders are shipped to Spark executors: the caches (with generated code) stay behind."""
-        return {"options": self.options, "reference": self._reference}
+        return {"options": self.options, "reference": self._reference, "compiled": self._compiled}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state.get("options"), reference=state.get("reference", False))
+        self.__init__(state.get("options"), reference=state.get("reference", False),
+                      compiled=state.get("compiled", True))
 
     def decode(self, message: Message) -> list[model.Event]:
         """The row-batch path when it reads the message, else the checked path (which also learns the layouts)."""
@@ -1023,7 +1045,7 @@ class CraftDecoder:
             kinds.append(_kind(code, flag))
             if flag & FLAG_HANDLE_KEY:
                 keys.append(name)
-        return _Layout(data[start:pos], names, kinds, types, tuple(keys), not self._reference), pos
+        return _Layout(data[start:pos], names, kinds, types, tuple(keys), not self._reference, self._compiled), pos
 
     def _group(self, data: bytes, pos: int, end: int, terms: list[str],
                layouts: dict[int, list[_Layout]]) -> tuple[int, dict[str, Optional[str]], _Layout]:
