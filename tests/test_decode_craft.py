@@ -386,3 +386,18 @@ def test_long_uvarint_reads_as_the_plain_reader(number, tail, cut):
             return str(exc)
 
     assert outcome(_long_uvarint) == outcome(_uvarint)
+
+
+def test_a_layout_wider_than_tidb_allows_is_still_read_as_the_reference_reads_it():
+    """More columns than the compiled reader takes (4096, TiDB's limit): the Python readers answer instead."""
+    count = 4100
+    group = (bytes([1]) + uvarint(count) + b"".join(varint(1) for _ in range(count)) + uvarint(3) * count
+             + uvarint(0) * count + varint(1) * count + varint(-7) * count)
+    terms = ["t"] + [f"c{i}" for i in range(count)]
+    raw_terms = [t.encode() for t in terms]
+    dictionary = uvarint(len(raw_terms)) + b"".join(uvarint(len(t)) for t in raw_terms) + b"".join(raw_terms)
+    header = uvarint(9) + uvarint(1) + varint(-1) + varint(0) + varint(0)
+    value = assemble(header, [group], terms, [[len(header), len(dictionary)], [len(group)], [len(group)]])
+    [event] = _outcome(CraftDecoder(), value)
+    assert len(event.after) == count and set(event.after.values()) == {"-7"}
+    assert [event] == _outcome(CraftDecoder(reference=True), value)

@@ -38,6 +38,9 @@ if sys.byteorder != "little":  # DOUBLE/FLOAT values are copied as little-endian
 cdef enum:
     MAX_COLUMNS = 4096  # TiDB's limit on the columns of a table
 
+#: the most columns a ``ValueReader`` takes
+COLUMN_LIMIT = MAX_COLUMNS
+
 
 cdef inline bint _uvarint(const unsigned char* p, Py_ssize_t* at, Py_ssize_t end, uint64_t* out):
     """The uvarint at ``at[0]`` (bounded by ``end``): at most 10 bytes, below 2**64, as Go reads it."""

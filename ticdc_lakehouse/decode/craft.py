@@ -94,9 +94,11 @@ from ticdc_lakehouse.model import (
 )
 
 try:  # Craft's value reader in C (setup.py builds it); the generated Python readers below give the same rows
+    from ticdc_lakehouse.decode._craft_reader import COLUMN_LIMIT as _COMPILED_MAX_COLUMNS
     from ticdc_lakehouse.decode._craft_reader import ValueReader as _CompiledReader
 except ImportError:  # not built (no C compiler where this was installed, or a big-endian host)
     _CompiledReader = None
+    _COMPILED_MAX_COLUMNS = 0
 
 #: whether ``CraftDecoder`` reads values with the compiled reader (unless told ``compiled=False``)
 COMPILED_READER = _CompiledReader is not None
@@ -145,12 +147,11 @@ class _Layout:
         self.inserted = bytes((GROUP_NEW, self.count)) + section if self.count < 0x80 else None
         self.deleted = bytes((GROUP_OLD, self.count)) + section if self.count < 0x80 else None
         self.values_offset = 2 + len(section)  # from the group's start, when the column count is one byte
-        self.values: Callable[[bytes, int, int], Optional[dict]]
-        if not generated:
-            self.values = _no_values
-        elif compiled and _CompiledReader is not None:
+        self.values: Callable[[bytes, int, int], Optional[dict]] = _no_values
+        # a layout wider than the compiled reader takes (TiDB's limit: a corrupt one) gets the Python readers
+        if generated and compiled and _CompiledReader is not None and len(names) <= _COMPILED_MAX_COLUMNS:
             self.values = _CompiledReader(tuple(names), bytes(kinds)).read
-        else:
+        elif generated:
             self.values = _narrow_values_function(names, kinds, _values_function(names, kinds))
 
 
