@@ -3,10 +3,26 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any, Callable
 
 from ticdc_lakehouse.output import json_value
-from ticdc_lakehouse.workload import Workload
+from ticdc_lakehouse.workload import Workload, write_to_archive
+
+
+def archive_of_existing_tables(archive: Path, seed: int, partitions: int, transactions: int, size: int,
+                               topic: str = "ticdc", protocol: str = "open") -> Workload:
+    """The sample tables' changes as a changefeed started after the tables were created sees them, written to
+    ``archive``: their CREATE TABLE (or Simple schema) events are never sent, then ``transactions`` transactions
+    of ``size`` rows and a final resolved ts. Returns the workload (the simulated upstream)."""
+    workload = Workload(seed=seed, partitions=partitions)
+    workload.create_sample_tables()
+    workload.new_events()  # the CREATE TABLE events happened before the changefeed started: never sent
+    for _ in range(transactions):
+        workload.transaction(size)
+    workload.resolve(final=True)
+    write_to_archive(workload, archive, topic, protocol)
+    return workload
 
 
 def lake_rows(spark, sql: str) -> list[dict[str, Any]]:

@@ -101,15 +101,9 @@ def test_create_tables_repairs_a_table_typed_from_rows_and_says_what_it_did(cli_
     """A changefeed started on existing tables: the backfill types ``shop.orders.status`` from Open Protocol rows
     (ENUM indexes, no members). ``create-tables`` refuses members it cannot tell from stored numbers, says so and
     leaves the table alone; with the real DDL it turns the numbers into names and says which columns it repaired."""
-    from ticdc_lakehouse.workload import Workload, write_to_archive
+    from tests.lake_helpers import archive_of_existing_tables
 
-    workload = Workload(seed=44, partitions=1)
-    workload.create_sample_tables()
-    workload.new_events()  # the CREATE TABLE events happened before the changefeed started: never sent
-    for _ in range(3):
-        workload.transaction(3)
-    workload.resolve(final=True)
-    write_to_archive(workload, tmp_path / "archive", "ticdc", "open")
+    workload = archive_of_existing_tables(tmp_path / "archive", seed=44, partitions=1, transactions=3, size=3)
     run(["backfill", "--archive", str(tmp_path / "archive"), "--protocol", "open"], cli_env)
 
     ddl = workload.show_create_tables()

@@ -9,7 +9,13 @@ from __future__ import annotations
 import pytest
 
 from tests.schema_registry_fixture import Producer, closed_port, schema_registry  # noqa: F401 - pytest fixture
-from tests.lake_helpers import assert_lake_equals_upstream, lake_rows, snapshot_watermarks, table_rows
+from tests.lake_helpers import (
+    archive_of_existing_tables,
+    assert_lake_equals_upstream,
+    lake_rows,
+    snapshot_watermarks,
+    table_rows,
+)
 from ticdc_lakehouse.archive_writer import write_partition
 from ticdc_lakehouse.pipeline import backfill, resume_table
 from ticdc_lakehouse.state import StateStore
@@ -153,13 +159,7 @@ def test_ddl_iceberg_cannot_express_halts_only_that_table_until_resumed(spark, s
 
 def test_rows_of_a_table_created_before_the_changefeed_create_it_from_row_types(spark, settings, tmp_path):
     archive = tmp_path / "archive"
-    workload = Workload(seed=41, partitions=2)
-    workload.create_sample_tables()
-    workload.new_events()  # the CREATE TABLE events happened before the changefeed started: never sent
-    for _ in range(8):
-        workload.transaction(4)
-    workload.resolve(final=True)
-    write_to_archive(workload, archive, TOPIC, "open")
+    workload = archive_of_existing_tables(archive, seed=41, partitions=2, transactions=8, size=4, topic=TOPIC)
     cut = workload.global_resolved_ts()
     backfill(settings, archive, protocol="open", spark=spark)
     for name, rows in workload.expected_json(cut).items():
@@ -172,14 +172,9 @@ def test_rows_of_a_table_created_before_the_changefeed_create_it_from_row_types(
 
 
 def test_simple_rows_before_their_schema_are_kept_until_a_bootstrap_arrives(spark, settings, tmp_path):
-    archive = tmp_path / "archive"
-    workload = Workload(seed=52, partitions=2)
-    workload.create_sample_tables()
-    workload.new_events()  # schemas were sent before the changefeed's start: the consumer has none
-    for _ in range(6):
-        workload.transaction(3)
-    workload.resolve(final=True)
-    write_to_archive(workload, archive, TOPIC, "simple-json")
+    archive = tmp_path / "archive"  # schemas were sent before the changefeed's start: the consumer has none
+    workload = archive_of_existing_tables(archive, seed=52, partitions=2, transactions=6, size=3, topic=TOPIC,
+                                          protocol="simple-json")
     early_cut = workload.global_resolved_ts()
 
     first = backfill(settings, archive, protocol="simple-json", spark=spark)["merge"]

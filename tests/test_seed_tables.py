@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from tests.lake_helpers import assert_lake_equals_upstream, lake_rows, snapshot_watermarks
+from tests.lake_helpers import (
+    archive_of_existing_tables,
+    assert_lake_equals_upstream,
+    lake_rows,
+    snapshot_watermarks,
+)
 from ticdc_lakehouse.model import ColumnSchema, TableSchema
 from ticdc_lakehouse.mysql_types import parse_type
 from ticdc_lakehouse.pipeline import backfill
 from ticdc_lakehouse.seed_tables import create_tables, members_to_learn, tables_in_ddl
 from ticdc_lakehouse.status import collect_status, render_status
-from ticdc_lakehouse.workload import Workload, write_to_archive
+from ticdc_lakehouse.workload import write_to_archive
 
 DUMP = """
 -- MySQL dump 10.13  Distrib 8.0.36, for Linux (x86_64)
@@ -52,14 +57,8 @@ def test_tables_created_from_the_upstream_ddl_get_enum_names_and_decimal_precisi
     rows carry ENUM indexes and DECIMALs without precision. Created from the upstream DDL first, the lake equals
     upstream in every column (created from the rows, ``orders.status`` would hold "1", "2"...)."""
     archive = tmp_path / "archive"
-    workload = Workload(seed=43, partitions=2)
-    workload.create_sample_tables()
-    workload.new_events()  # the CREATE TABLE events happened before the changefeed started: never sent
+    workload = archive_of_existing_tables(archive, seed=43, partitions=2, transactions=8, size=4)
     ddl = workload.show_create_tables()
-    for _ in range(8):
-        workload.transaction(4)
-    workload.resolve(final=True)
-    write_to_archive(workload, archive, "ticdc", "open")
 
     result = create_tables(settings, ddl, spark=spark)
     assert "typed from row events" not in render_status(collect_status(settings, kafka=False, spark=spark))
@@ -95,13 +94,8 @@ def test_only_enum_and_set_columns_typed_without_members_learn_them_and_numeric_
 def test_status_names_the_enum_columns_a_table_typed_from_rows_holds_as_numbers(spark, settings, tmp_path):
     """...and create-tables turns them into names in place: the lake then equals upstream, rows merged later
     included, the table's watermark unchanged, and a second run changes nothing."""
-    workload = Workload(seed=44, partitions=1)
-    workload.create_sample_tables()
-    workload.new_events()  # no CREATE TABLE in the stream, none created from the upstream DDL either
-    for _ in range(3):
-        workload.transaction(3)
-    workload.resolve(final=True)
-    write_to_archive(workload, tmp_path / "archive", "ticdc", "open")
+    # no CREATE TABLE in the stream, none created from the upstream DDL either
+    workload = archive_of_existing_tables(tmp_path / "archive", seed=44, partitions=1, transactions=3, size=3)
     backfill(settings, tmp_path / "archive", protocol="open", spark=spark)
     status = collect_status(settings, kafka=False, spark=spark)
     [feed] = status["changefeeds"]
