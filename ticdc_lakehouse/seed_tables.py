@@ -127,6 +127,13 @@ def create_tables(settings: Settings, text: str, default_schema: str = "", chang
     what was created, what existed already, the members learned (table -> columns), the columns that could not
     learn theirs (with why) and the statements ignored."""
     from ticdc_lakehouse.iceberg.commit import callback_session
+    from ticdc_lakehouse.iceberg.java_api import JavaIceberg
+    from ticdc_lakehouse.iceberg.tables import (
+        CHANGEFEED_PROPERTY,
+        CREATED_FROM_PROPERTY,
+        create_table,
+        mysql_type_of_doc,
+    )
     from ticdc_lakehouse.locks import changefeed_lock
     from ticdc_lakehouse.spark_session import get_spark
 
@@ -142,39 +149,24 @@ def create_tables(settings: Settings, text: str, default_schema: str = "", chang
         return result
     with changefeed_lock(settings, name):
         session = spark or get_spark(settings, "lakehouse-create-tables")
-        with callback_session(session):  # a repair commits through a py4j callback: its thread would keep the
-            _create_or_repair(settings, session, found.tables, name, result)  # process alive after the command
+        ji = JavaIceberg(session, settings.catalog_name)
+        # a repair commits through a py4j callback, whose thread would keep the process alive after the command
+        with callback_session(session):
+            for table in found.tables:
+                namespace, lake_name = ji.resolve(table.schema, table.table)
+                label = f"{namespace}.{lake_name}"
+                if not ji.table_exists(namespace, lake_name):
+                    create_table(ji, table, name, 0, *settings.table_layout(table.schema, table.table),
+                                 {CREATED_FROM_PROPERTY: "ddl-file", CHANGEFEED_PROPERTY: name})
+                    created.append(label)
+                    continue
+                existing.append(label)
+                jtable = ji.load(namespace, lake_name)
+                lake_columns = [(str(f.name()), mysql_type_of_doc(f.doc())) for f in jtable.schema().columns()]
+                repair = members_to_learn(lake_columns, table)
+                if repair.refused:
+                    refused[label] = list(repair.refused)
+                if repair.columns:
+                    learn_members(session, jtable, settings.catalog_name, namespace, lake_name, repair, name)
+                    learned[label] = [column for column, _ in repair.columns]
     return result
-
-
-def _create_or_repair(settings: Settings, session: Any, tables: list[TableSchema], changefeed: str,
-                      result: dict[str, Any]) -> None:
-    """``create_tables``' work under the changefeed's lock: fills ``result``'s lists and maps."""
-    from ticdc_lakehouse.iceberg.java_api import JavaIceberg
-    from ticdc_lakehouse.iceberg.tables import (
-        CHANGEFEED_PROPERTY,
-        CREATED_FROM_PROPERTY,
-        create_table,
-        mysql_type_of_doc,
-    )
-
-    created, existing = result["created"], result["existing"]
-    learned, refused = result["members_learned"], result["members_refused"]
-    ji = JavaIceberg(session, settings.catalog_name)
-    for table in tables:
-        namespace, lake_name = ji.resolve(table.schema, table.table)
-        label = f"{namespace}.{lake_name}"
-        if not ji.table_exists(namespace, lake_name):
-            create_table(ji, table, changefeed, 0, *settings.table_layout(table.schema, table.table),
-                         {CREATED_FROM_PROPERTY: "ddl-file", CHANGEFEED_PROPERTY: changefeed})
-            created.append(label)
-            continue
-        existing.append(label)
-        jtable = ji.load(namespace, lake_name)
-        lake_columns = [(str(f.name()), mysql_type_of_doc(f.doc())) for f in jtable.schema().columns()]
-        repair = members_to_learn(lake_columns, table)
-        if repair.refused:
-            refused[label] = list(repair.refused)
-        if repair.columns:
-            learn_members(session, jtable, settings.catalog_name, namespace, lake_name, repair, changefeed)
-            learned[label] = [column for column, _ in repair.columns]
