@@ -38,6 +38,16 @@ if sys.byteorder != "little":  # DOUBLE/FLOAT values are copied as little-endian
 cdef enum:
     MAX_COLUMNS = 4096  # TiDB's limit on the columns of a table
 
+cdef enum:  # value kinds: the numbers of craft.py's C_* constants
+    K_TEXT = 0
+    K_SIGNED = 1
+    K_UNSIGNED = 2
+    K_DOUBLE = 3
+    K_FLOAT = 4
+    K_BYTES = 5
+    K_DECIMAL = 6
+    K_NONE = 7
+
 #: the most columns a ``ValueReader`` takes
 COLUMN_LIMIT = MAX_COLUMNS
 
@@ -65,7 +75,7 @@ cdef inline bint _uvarint(const unsigned char* p, Py_ssize_t* at, Py_ssize_t end
 
 
 cdef inline bint _plain_decimal(const unsigned char* p, Py_ssize_t n):
-    """``[-]digits[.digits]`` (TiDB's canonical decimal text)."""
+    """``[-]digits[.digits]`` (TiDB's canonical decimal text): ``canonical_text.is_plain_decimal`` on bytes."""
     cdef Py_ssize_t i = 0
     cdef Py_ssize_t dot = -1
     if n > 0 and p[0] == 45:  # '-'
@@ -133,33 +143,33 @@ cdef class ValueReader:
                 return None
             stop = at + <Py_ssize_t>length
             kind = kinds[i]
-            if kind == 0:
+            if kind == K_TEXT:
                 try:
                     value = PyUnicode_DecodeUTF8(<const char*>p + at, stop - at, NULL)
                 except UnicodeDecodeError:
                     return None
-            elif kind == 1 or kind == 2:
+            elif kind == K_SIGNED or kind == K_UNSIGNED:
                 if stop - at > 10 or not _uvarint(p, &at, stop, &u) or at != stop:
                     return None
-                if kind == 1:
+                if kind == K_SIGNED:
                     value = PyObject_Str(PyLong_FromLongLong(<int64_t>(u >> 1) ^ -(<int64_t>(u & 1))))
                 else:
                     value = PyObject_Str(PyLong_FromUnsignedLongLong(u))
-            elif kind == 3 or kind == 4:
+            elif kind == K_DOUBLE or kind == K_FLOAT:
                 if length != 8:
                     return None
                 memcpy(&number, p + at, 8)  # little-endian hosts only: checked at import
-                if kind == 3:
+                if kind == K_DOUBLE:
                     value = PyObject_Repr(PyFloat_FromDouble(number))
                 else:
                     value = float32_repr(number)
-            elif kind == 5:
+            elif kind == K_BYTES:
                 value = b2a_base64(data[at:stop], newline=False).decode("ascii")
-            elif kind == 6:
+            elif kind == K_DECIMAL:
                 if not _plain_decimal(p + at, stop - at):
                     return None
                 value = PyUnicode_DecodeASCII(<const char*>p + at, stop - at, NULL)
-            elif kind == 7:
+            elif kind == K_NONE:
                 if length != 0:
                     return None
                 value = None

@@ -113,7 +113,7 @@ _UINT64 = 1 << 64
 
 _F64 = struct.Struct("<d")
 
-# value kinds
+# value kinds (``_craft_reader.pyx`` numbers them alike)
 C_TEXT = 0  # UTF-8 text (CHAR/VARCHAR/TEXT without BinaryFlag, temporal, JSON, vector)
 C_SVARINT = 1  # zigzag varint (signed integers, YEAR)
 C_UVARINT = 2  # uvarint (unsigned integers, BIT, ENUM index, SET bitmask)
