@@ -331,12 +331,13 @@ class LakeView:
     tables: list[dict[str, Any]]
     dead_letter_reasons: list[dict[str, Any]] = field(default_factory=list)
     held: list[dict[str, Any]] = field(default_factory=list)
+    below_cut: dict[str, int] = field(default_factory=dict)  # verdict -> row changes (merge.below_cut)
 
 
 def lake_view(spark, ji, catalog: str, changefeed: str, control_ready: bool, owners: Mapping[str, str]) -> LakeView:
     from ticdc_lakehouse.state import Checkpoint, StateStore
 
-    checkpoint, count, halted, dead, reasons, held = Checkpoint(changefeed), 0, [], 0, [], []
+    checkpoint, count, halted, dead, reasons, held, below = Checkpoint(changefeed), 0, [], 0, [], [], {}
     if control_ready:
         state = StateStore(spark, catalog)
         checkpoint = state.latest_checkpoint(changefeed)
@@ -352,13 +353,15 @@ def lake_view(spark, ji, catalog: str, changefeed: str, control_ready: bool, own
         if ji.table_exists(CONTROL_NAMESPACE, "held"):  # lakes older than merge.on_undecodable have none
             held = [{**h, "error": _mask_text(h["error"]), "held_at": _iso(h["held_at"])}
                     for h in state.holds(changefeed)]
+        if ji.table_exists(CONTROL_NAMESPACE, "below_cut"):  # lakes from before it have none
+            below = state.below_cut_counts(changefeed)
     halted_names = {h["table"].lower() for h in halted}
     owned = {name for name, owner in owners.items() if owner == changefeed}
     names = {n.lower() for n in checkpoint.tables} | halted_names | owned
     tables = [
         _table_row(ji, name, checkpoint.tables.get(name), name in halted_names) for name in sorted(names)
     ]
-    return LakeView(checkpoint, count, halted, dead, tables, reasons, held)
+    return LakeView(checkpoint, count, halted, dead, tables, reasons, held, below)
 
 
 # -- assembling ---------------------------------------------------------------------------------------------
@@ -414,6 +417,7 @@ def _changefeed_status(settings: Settings, spark, ji, name: str, kafka: bool, co
         "dead_letters": lake.dead_letters,
         "dead_letter_reasons": lake.dead_letter_reasons,
         "held": lake.held,
+        "below_cut": {"late": lake.below_cut.get("late", 0), "replay": lake.below_cut.get("replay", 0)},
     }
 
 
@@ -552,6 +556,13 @@ def _render_changefeed(feed: Mapping[str, Any]) -> list[str]:
         out.append(f"    {kind['count']} like {kind['topic']}/{kind['partition']}@{kind['offset']}: {kind['error']}")
     if feed["dead_letters"]:
         out.append("    (all of them: SELECT * FROM _lakehouse.dead_letters; the raw bytes are kept there)")
+    below = feed.get("below_cut") or {}
+    if below.get("late"):
+        out.append(f"  LATE ROWS: {below['late']} row change(s) arrived below the applied cut (late) and were not "
+                   "applied: upstream sent them after promising it would not (SELECT * FROM _lakehouse.below_cut "
+                   "WHERE verdict = 'late' has each one's position, commit ts and values, to repair)")
+    if below.get("replay"):
+        out.append(f"  replays below the cut skipped: {below['replay']} (equal to what the lake held)")
     return out
 
 

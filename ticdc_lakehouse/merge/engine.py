@@ -36,6 +36,7 @@ from ticdc_lakehouse.iceberg.tables import (
 )
 from ticdc_lakehouse.local_frame import local_frame
 from ticdc_lakehouse.merge import ddl_apply
+from ticdc_lakehouse.merge.below_cut import find_and_record
 from ticdc_lakehouse.merge.changes import table_rows
 from ticdc_lakehouse.merge.decode_stage import decode_landed, source_unavailable_in, stats_accumulator
 from ticdc_lakehouse.merge.flush import flush_table
@@ -87,6 +88,8 @@ class MergeReport:
     #: partitions held at an undecodable message (merge.on_undecodable = "hold"): topic, partition, offset, error
     held: list[dict[str, Any]] = field(default_factory=list)
     pending_tables: list[str] = field(default_factory=list)
+    #: row changes newly landed with a commit ts at or below the committed cut (see merge.below_cut)
+    below_cut: dict[str, Any] = field(default_factory=lambda: {"late": 0, "replay": 0, "tables": []})
     seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
@@ -329,6 +332,10 @@ def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, even
         state=state, events=events, run_id=report.run_id, halted=halted, row_stats=stats.rows,
         report=report, resolved_mode=resolved_mode,
     )
+    if resolved_mode:  # before any flush moves a watermark: what is below the committed cut stays below it
+        below = find_and_record(ctx, checkpoint, {key: rows["min_ts"] for key, rows in ctx.row_stats.items()}, say)
+        if below is not None:
+            report.below_cut = below.as_dict()
     ctx.removals = ddl_apply.removals(plan.ddls)
     ddl_apply.apply_resolutions(ctx, [h for h in halts if h.resolution])
     for bootstrap in plan.bootstraps:
