@@ -267,10 +267,11 @@ def watermark_snapshot(jtable) -> tuple[int, Optional[int]]:
 def _table_row(ji, name: str, cut_snapshot: Optional[int], halted: bool) -> dict[str, Any]:
     from ticdc_lakehouse.iceberg.java_api import watermark_of
 
-    namespace, _, table = name.partition(".")
+    namespace, table = ji.resolve(*name.split(".", 1))
     row: dict[str, Any] = {"table": name, "exists": False, "halted": halted, "cut_snapshot_id": cut_snapshot}
     if not ji.table_exists(namespace, table):
         return row
+    row["table"] = f"{namespace}.{table}"
     jtable = ji.load(namespace, table)
     current = jtable.currentSnapshot()
     summary = dict(current.summary()) if current is not None else {}
@@ -337,6 +338,9 @@ class LakeView:
 def lake_view(spark, ji, catalog: str, changefeed: str, control_ready: bool, owners: Mapping[str, str]) -> LakeView:
     from ticdc_lakehouse.state import Checkpoint, StateStore
 
+    if ji is None:  # no catalog yet
+        return LakeView(Checkpoint(changefeed), 0, [], 0, [])
+
     checkpoint, count, halted, dead, reasons, held, below = Checkpoint(changefeed), 0, [], 0, [], [], {}
     if control_ready:
         state = StateStore(spark, catalog)
@@ -355,12 +359,14 @@ def lake_view(spark, ji, catalog: str, changefeed: str, control_ready: bool, own
                     for h in state.holds(changefeed)]
         if ji.table_exists(CONTROL_NAMESPACE, "below_cut"):  # lakes from before it have none
             below = state.below_cut_counts(changefeed)
+    # one row per table whatever the case: TiDB names are case-insensitive, the catalog keeps the lake's spelling
+    spelled: dict[str, str] = {}
+    for name in [*sorted(n for n, owner in owners.items() if owner == changefeed), *checkpoint.tables,
+                 *(h["table"] for h in halted)]:
+        spelled.setdefault(name.lower(), name)
+    snapshots = {name.lower(): snapshot for name, snapshot in checkpoint.tables.items()}
     halted_names = {h["table"].lower() for h in halted}
-    owned = {name for name, owner in owners.items() if owner == changefeed}
-    names = {n.lower() for n in checkpoint.tables} | halted_names | owned
-    tables = [
-        _table_row(ji, name, checkpoint.tables.get(name), name in halted_names) for name in sorted(names)
-    ]
+    tables = [_table_row(ji, spelled[key], snapshots.get(key), key in halted_names) for key in sorted(spelled)]
     return LakeView(checkpoint, count, halted, dead, tables, reasons, held, below)
 
 
@@ -431,16 +437,25 @@ def collect_status(settings: Settings, changefeed: Optional[str] = None, kafka: 
     from ticdc_lakehouse.iceberg.java_api import JavaIceberg
 
     started = time.monotonic()
-    if spark is None:
+    sqlite_file = (Path(settings.catalog_uri[len("jdbc:sqlite:"):])
+                   if settings.catalog_uri.startswith("jdbc:sqlite:") else None)
+    catalog_exists = sqlite_file is None or sqlite_file.is_file()
+    ji = None
+    if spark is None and catalog_exists:
         from ticdc_lakehouse.spark_session import get_spark
 
         spark = get_spark(settings, "lakehouse-status")
-    elif settings.catalog_uri.startswith("jdbc:sqlite:"):
+    elif spark is not None and sqlite_file is not None:
         # a fresh deployment: SQLite needs the directory to open (and create) the catalog file
-        Path(settings.catalog_uri[len("jdbc:sqlite:"):]).parent.mkdir(parents=True, exist_ok=True)
-    ji = JavaIceberg(spark, settings.catalog_name)
-    control_ready = all(ji.table_exists(CONTROL_NAMESPACE, t) for t in ("checkpoints", "dead_letters", "halted"))
-    owners = table_owners(ji)
+        sqlite_file.parent.mkdir(parents=True, exist_ok=True)
+        catalog_exists = True
+    # no SQLite catalog file yet: nothing was ever merged here, and opening it would create it (and a Spark
+    # session's files): status reports landing and Kafka only
+    if catalog_exists:
+        ji = JavaIceberg(spark, settings.catalog_name)
+    control_ready = ji is not None and all(
+        ji.table_exists(CONTROL_NAMESPACE, t) for t in ("checkpoints", "dead_letters", "halted"))
+    owners = table_owners(ji) if ji is not None else {}
     if changefeed:
         names = [changefeed]
     else:
@@ -455,6 +470,7 @@ def collect_status(settings: Settings, changefeed: Optional[str] = None, kafka: 
     return {
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "catalog": {
+            "exists": catalog_exists,
             "name": settings.catalog_name,
             "uri": mask_uri_password(settings.catalog_uri),
             "warehouse": mask_uri_password(settings.warehouse),
@@ -574,6 +590,8 @@ def render_status(status: Mapping[str, Any]) -> str:
         f"catalog {catalog['name']} at {catalog['uri']} (warehouse {catalog['warehouse']})",
         f"landing {status['landing_path']}",
     ]
+    if not catalog.get("exists", True):
+        lines.insert(2, "  (no catalog there yet: nothing has been merged; status creates nothing)")
     for feed in status["changefeeds"]:
         lines.append("")
         lines += _render_changefeed(feed)
