@@ -392,6 +392,15 @@ def _changefeed_status(settings: Settings, spark, ji, name: str, kafka: bool, co
     checkpoint = lake.checkpoint
     partitions = partition_rows(landed, probe, checkpoint.restart_offsets, checkpoint.partition_resolved)
     lags = [p["lag"] for p in partitions if p["lag"] is not None]
+    # a merge ran over them, yet no partition of these ever had a resolved event: nothing can apply (see engine)
+    silent = [f"{p['topic']}/{p['partition']}" for p in partitions if p["pending"] and not p["resolved_ts"]]
+    if silent and checkpoint.run_id:
+        from ticdc_lakehouse.merge.engine import uses_resolved_ts
+
+        try:
+            silent = silent if uses_resolved_ts(checkpoint.protocol or cf.protocol, cf.resolved_ts) else []
+        except ValueError:  # a bad setting: the merge itself says so
+            silent = []
     masked = mask_secrets(settings.raw.get("changefeeds", {}).get(cf.name, {}))
     return {
         "changefeed": cf.name,
@@ -423,6 +432,7 @@ def _changefeed_status(settings: Settings, spark, ji, name: str, kafka: bool, co
         "dead_letters": lake.dead_letters,
         "dead_letter_reasons": lake.dead_letter_reasons,
         "held": lake.held,
+        "no_resolved_events": silent if checkpoint.run_id else [],
         "below_cut": {"late": lake.below_cut.get("late", 0), "replay": lake.below_cut.get("replay", 0)},
     }
 
@@ -527,6 +537,11 @@ def _render_changefeed(feed: Mapping[str, Any]) -> list[str]:
         for topic, error in kafka["topic_errors"].items():
             out.append(f"  kafka topic {topic}: {error}")
     out.append(f"  pending (landed, not applied): {feed['totals']['pending']} record(s)")
+    if feed.get("no_resolved_events"):
+        from ticdc_lakehouse.merge.engine import no_resolved_hint
+
+        out.append("  NO RESOLVED EVENTS: " + no_resolved_hint(feed["changefeed"], feed["protocol"],
+                                                              feed["no_resolved_events"]))
     if feed["partitions"]:
         out.append(_grid(
             ["topic", "partition", "landed end", "kafka end", "lag", "restart offset", "pending", "resolved ts",

@@ -73,6 +73,18 @@ def uses_resolved_ts(protocol: str, setting: str) -> bool:
     return setting == "required"
 
 
+def no_resolved_hint(changefeed: str, protocol: str, partitions: list[str]) -> str:
+    """One line for a stream that never carried a resolved event (so with ``resolved_ts`` auto/required nothing is
+    ever applied): which partitions, and what to set."""
+    sink = {"canal-json": "enable-tidb-extension=true", "debezium": "enable-tidb-extension=true",
+            "avro": "enable-watermark=true"}.get(protocol)
+    fix = f'set resolved_ts = "none" in [changefeeds.{changefeed}] (each key is then applied in commit-ts order)'
+    if sink:
+        fix += f", or add {sink} to the changefeed's sink URI so TiCDC sends resolved events"
+    return (f"{changefeed}: no resolved event was ever seen in {', '.join(partitions)} ({protocol}): with "
+            f"resolved_ts = auto nothing can be applied, and records stay pending. If the stream carries none, {fix}")
+
+
 @dataclass
 class MergeReport:
     changefeed: str
@@ -88,6 +100,8 @@ class MergeReport:
     #: partitions held at an undecodable message (merge.on_undecodable = "hold"): topic, partition, offset, error
     held: list[dict[str, Any]] = field(default_factory=list)
     pending_tables: list[str] = field(default_factory=list)
+    #: partitions with records but no resolved event ever (resolved_ts auto/required): nothing of them applies
+    no_resolved_events: list[str] = field(default_factory=list)
     #: row changes newly landed with a commit ts at or below the committed cut (see merge.below_cut)
     below_cut: dict[str, Any] = field(default_factory=lambda: {"late": 0, "replay": 0, "tables": []})
     seconds: float = 0.0
@@ -304,6 +318,12 @@ def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, even
     records = _ddl_records(stats.ddls)
     if resolved_mode:
         plan = plan_run(partitions, partition_resolved, records, stop_ts)
+        silent = sorted(f"{topic}/{partition}" for (topic, partition), end in landed_end.items()
+                        if end > checkpoint.restart_offsets.get((topic, partition), 0)
+                        and not partition_resolved.get((topic, partition)))
+        if silent and stats.events:
+            report.no_resolved_events = silent
+            say(no_resolved_hint(changefeed, protocol, silent))
     elif holds:
         # without resolved events nothing orders the held message against the other partitions' rows: apply
         # nothing new until it decodes or is skipped
