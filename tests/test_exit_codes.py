@@ -105,3 +105,37 @@ def test_merge_exits_non_zero_when_it_did_not_apply_everything(spark, tmp_path):
     result = lakehouse(["merge", "--protocol", "open"], dict(os.environ))
     assert '"ok": false' in result.stdout, result.stderr[-2000:]
     assert result.returncode == 1
+
+
+def test_a_broker_that_is_down_gives_one_line_with_the_cause_not_a_flood(clean_env, tmp_path):
+    import socket
+
+    with socket.socket() as probe:  # a port on 127.0.0.1 nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = tmp_path / "lakehouse.toml"
+    config.write_text(f'[changefeeds.shop]\nbootstrap_servers = "127.0.0.1:{port}"\ntopics = ["orders"]\n')
+    result = lakehouse(["--config", str(config), "land"], clean_env, timeout=300)
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, f"{len(lines)} lines on stderr:\n" + "\n".join(lines[:5])
+    assert "Connection refused" in lines[0]  # the cause
+    assert f"Check bootstrap_servers (127.0.0.1:{port})" in lines[0]  # what to check
+
+
+@pytest.mark.spark
+def test_a_dead_letter_keeps_the_raw_bytes_whole(spark, settings, tmp_path):
+    """The README promises the raw bytes of an undecodable message: all of them, not the first 64 KiB."""
+    import base64
+
+    from ticdc_lakehouse.archive_writer import write_archive
+    from ticdc_lakehouse.pipeline import backfill
+
+    value = b"{" + bytes(range(256)) * 600  # 150 KiB that no protocol decodes
+    archive = tmp_path / "archive"
+    write_archive(archive, "t", {0: [(b"k" * 70_000, value, [], None)]})
+    backfill(settings, archive, protocol="open", spark=spark)
+    row = spark.sql("SELECT raw_key, raw_value FROM _lakehouse.dead_letters").collect()
+    assert len(row) == 1
+    assert base64.b64decode(row[0]["raw_value"]) == value
+    assert base64.b64decode(row[0]["raw_key"]) == b"k" * 70_000
