@@ -162,15 +162,15 @@ def find_and_record(ctx, checkpoint, min_ts: Mapping[TableKey, int], say) -> Opt
     decode stats already show there are none (no Spark job ran)."""
     from pyspark.sql import functions as F
 
+    from ticdc_lakehouse.iceberg.tables import describe
     from ticdc_lakehouse.merge.plan import table_key
 
     if not checkpoint.resolved_ts:
         return None
-    watermarks = {}
-    for key in min_ts:
-        target = ctx.target(*key)
-        if target.exists:
-            watermarks[key] = target.watermark
+    # only tables whose rows reach the cut at all (no catalog read otherwise); not ctx.target: its cache stays as
+    # it was for the run
+    targets = {key: describe(ctx.ji, *key) for key, low in min_ts.items() if low <= checkpoint.resolved_ts}
+    watermarks = {key: target.watermark for key, target in targets.items() if target.exists}
     bounds = thresholds(checkpoint.resolved_ts, watermarks, {k: v for k, v in min_ts.items() if k in watermarks})
     if not bounds:
         return None
@@ -181,7 +181,7 @@ def find_and_record(ctx, checkpoint, min_ts: Mapping[TableKey, int], say) -> Opt
     if not counts:
         return found
     for key in sorted(counts):
-        target = ctx.target(*key)
+        target = targets[key]
         jtable = ctx.ji.load(target.namespace, target.name)
         table_rows = rows.filter((F.lower("schema_name") == key[0]) & (F.lower("table_name") == key[1]))
         judged = verdicts(ctx.spark, ctx.settings.catalog_name, table_rows, target, covering_snapshots(jtable))
