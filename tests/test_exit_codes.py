@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.postgres_fixture import postgres_url  # noqa: F401
+
 ROOT = Path(__file__).resolve().parents[1]
 LAKEHOUSE = [sys.executable, "-m", "ticdc_lakehouse.cli"]
 
@@ -139,3 +141,18 @@ def test_a_dead_letter_keeps_the_raw_bytes_whole(spark, settings, tmp_path):
     assert len(row) == 1
     assert base64.b64decode(row[0]["raw_value"]) == value
     assert base64.b64decode(row[0]["raw_key"]) == b"k" * 70_000
+
+
+@pytest.mark.parametrize("changefeed", ["shop", "default"])  # lock ids of both signs
+def test_the_postgres_advisory_lock_names_its_holder_too(postgres_url, tmp_path, changefeed):  # noqa: F811
+    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.locks import LockBusy, changefeed_lock
+
+    uri, user, password = postgres_url
+    settings = load_settings(env={"LAKEHOUSE_HOME": str(tmp_path), "LAKEHOUSE_CONFIG": "", "LAKEHOUSE_CATALOG_URI": uri,
+                                  "LAKEHOUSE_CATALOG_USER": user, "LAKEHOUSE_CATALOG_PASSWORD": password})
+    with changefeed_lock(settings, changefeed, purpose="maintenance"):
+        with pytest.raises(LockBusy, match=rf"merge of changefeed '{changefeed}' not started: another maintenance "
+                                           r"\(pid \d+\)"):
+            with changefeed_lock(settings, changefeed):
+                pass
