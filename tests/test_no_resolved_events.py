@@ -27,6 +27,7 @@ def test_a_stream_without_resolved_events_is_named_with_the_setting_that_applies
     said: list[str] = []
     result = backfill(settings, archive, changefeed="shop", spark=spark, progress=said.append)
     assert result["merge"]["no_resolved_events"] == ["canal/0"]
+    assert result["ok"] is False  # the command exits non-zero: nothing can be applied as configured
     hint = [line for line in said if "no resolved event was ever seen in canal/0" in line]
     assert hint and 'set resolved_ts = "none" in [changefeeds.shop]' in hint[0]
     assert "enable-tidb-extension=true" in hint[0]
@@ -36,7 +37,7 @@ def test_a_stream_without_resolved_events_is_named_with_the_setting_that_applies
     config.write_text('[changefeeds.shop]\nprotocol = "canal-json"\ntopics = ["canal"]\nresolved_ts = "none"\n')
     settings = load_settings()
     result = backfill(settings, archive, changefeed="shop", spark=spark)
-    assert result["merge"]["no_resolved_events"] == []
+    assert result["merge"]["no_resolved_events"] == [] and result["ok"] is True
     assert spark.sql("SELECT count(*) FROM test.employee").collect()[0][0] == 0  # inserted, updated, deleted
     status = collect_status(settings, changefeed="shop", kafka=False, spark=spark)
     assert status["changefeeds"][0]["no_resolved_events"] == []

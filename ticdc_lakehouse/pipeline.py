@@ -56,7 +56,10 @@ def merge(settings: Settings, changefeed: Optional[str] = None, protocol: Option
     with changefeed_lock(settings, name):  # before Spark starts: a second merge fails at once
         session = spark or get_spark(settings, "lakehouse-merge")
         report = run_merge(session, settings, name, protocol, stop_ts, progress, take_lock=False)
-    return {"ok": not report.halted and not report.held, "merge": report.as_dict()}
+    # not ok: a table halted, a partition held, or partitions that never carry a resolved event (nothing of them
+    # can ever apply as configured): the command exits non-zero
+    return {"ok": not report.halted and not report.held and not report.no_resolved_events,
+            "merge": report.as_dict()}
 
 
 def backfill(settings: Settings, archive: Path, changefeed: Optional[str] = None, protocol: Optional[str] = None,
