@@ -184,6 +184,10 @@ def spark_plan(settings: Settings, app_name: Optional[str] = None, *, catalog_ta
     if settings.catalog_password:
         conf[f"{prefix}.jdbc.password"] = settings.catalog_password
     conf.update({str(k): str(v) for k, v in spark.get("conf", {}).items()})
+    # ANSI mode (Spark 4's default), stated and kept whatever spark.conf says: without it a cast that cannot hold
+    # a value gives NULL and arithmetic overflows wrap, i.e. the engine would change values silently. Every cast
+    # in the merge is written for it (try_cast where a failure is expected and handled).
+    conf["spark.sql.ansi.enabled"] = "true"
     return SparkPlan(master=str(spark["master"]), app_name=app_name or spark["app_name"], conf=conf, jars=jars)
 
 
