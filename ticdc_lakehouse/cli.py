@@ -129,7 +129,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_maintain(args: argparse.Namespace) -> int:
     from ticdc_lakehouse.maintenance import maintain
 
-    result = maintain(_settings(args), changefeed=args.changefeed, dry_run=args.dry_run, progress=_progress(args))
+    result = maintain(_settings(args), changefeed=args.changefeed, dry_run=args.dry_run, progress=_progress(args),
+                      upgrade_format=args.upgrade_format)
     print(json.dumps(result, default=str, indent=2))
     return 0
 
@@ -248,6 +249,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("maintain", help="compaction, delete-file rewrite, snapshot expiry, orphan cleanup")
     p.add_argument("--changefeed")
     p.add_argument("--dry-run", action="store_true")
+    p.add_argument("--upgrade-format", action="store_true",
+                   help="first set tables still at Iceberg format v2 to v3 (deletion vectors; one-way)")
     p.set_defaults(func=cmd_maintain)
 
     p = sub.add_parser("resume", help="resume a table halted at a DDL")

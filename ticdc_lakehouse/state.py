@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterable, Optional
 
+from ticdc_lakehouse.iceberg import tables as iceberg_tables
 from ticdc_lakehouse.iceberg.tables import quote
 from ticdc_lakehouse.local_frame import local_frame
 
@@ -105,7 +106,7 @@ class StateStore:
         for name, ddl in wanted:
             self.spark.sql(
                 f"CREATE TABLE IF NOT EXISTS {self.table(name)} ({ddl}) USING iceberg "
-                "TBLPROPERTIES ('format-version'='3')"
+                f"TBLPROPERTIES ('format-version'='{iceberg_tables.FORMAT_VERSION}')"
             )
         self._ensured = True
 

@@ -172,6 +172,11 @@ def snapshot_summary(jtable) -> dict[str, str]:
     return dict(snapshot.summary())
 
 
+def format_version(jtable) -> int:
+    """The table's Iceberg format version (2: position-delete files, 3: deletion vectors)."""
+    return int(jtable.operations().current().formatVersion())
+
+
 def watermark_of(jtable) -> int:
     """The greatest commit ts applied to a table, recorded in the summary of the newest snapshot that has it.
 

@@ -104,10 +104,16 @@ def describe(ji: JavaIceberg, schema: str, table: str) -> TargetTable:
     return TargetTable(namespace, name, columns, keys or list(columns), watermark_of(jtable), True, bool(keys))
 
 
+#: Iceberg format of the tables this version creates: v3, whose merge-on-read deletes are deletion vectors (one
+#: Puffin blob per data file) instead of a pile of position-delete files; ``lakehouse maintain --upgrade-format``
+#: brings older tables to it
+FORMAT_VERSION = 3
+
+
 def table_properties(changefeed: str, upstream: str, write_mode: str, extra: Mapping[str, str] = {}) -> dict[str, str]:
     mode = "merge-on-read" if write_mode == "merge-on-read" else "copy-on-write"
     props = {
-        "format-version": "3",  # deletion vectors (Puffin) for merge-on-read deletes
+        "format-version": str(FORMAT_VERSION),
         "write.merge.mode": mode,
         "write.update.mode": mode,
         "write.delete.mode": mode,
