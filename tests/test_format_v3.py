@@ -64,6 +64,16 @@ def test_new_tables_are_format_v3_and_merges_write_deletion_vectors(spark, setti
     assert control["format-version"] == "3"
 
 
+def _status_of(spark, settings, table: str) -> tuple[dict, str]:
+    """``lakehouse status``'s row for a table, and the line its text shows for it."""
+    from ticdc_lakehouse.status import collect_status, render_status
+
+    status = collect_status(settings, kafka=False, spark=spark)
+    [row] = [t for feed in status["changefeeds"] for t in feed["tables"] if t["table"] == table]
+    [line] = [line for line in render_status(status).splitlines() if line.strip().startswith(f"| {table} ")]
+    return row, line
+
+
 def _delete_formats(spark, table: str) -> list[str]:
     return [r["file_format"] for r in lake_rows(spark, f"SELECT file_format FROM {table}.delete_files")]
 
@@ -90,6 +100,9 @@ def test_maintain_upgrade_format_takes_a_v2_lake_to_v3_and_every_tagged_cut_stay
     before = {r["key"]: r["value"] for r in lake_rows(spark, "SHOW TBLPROPERTIES app.a")}
     assert before["format-version"] == "2" and set(_delete_formats(spark, "app.a")) == {"PARQUET"}
     cuts = {ts: lake_rows(spark, f"SELECT * FROM app.a VERSION AS OF 'tso_{ts}' ORDER BY id") for ts in (200, 300)}
+    shown, line = _status_of(spark, settings, "app.a")
+    assert (shown["format_version"], shown["deletion_vectors"]) == (2, 0) and shown["delete_files"] >= 1
+    assert "| v2 " in line
     assert [r["id"] for r in cuts[200]] == [0, 1, 2, 3] and [r["id"] for r in cuts[300]] == [0, 1, 3]
 
     dry = maintain(settings, spark=spark, dry_run=True, upgrade_format=True)
@@ -110,6 +123,10 @@ def test_maintain_upgrade_format_takes_a_v2_lake_to_v3_and_every_tagged_cut_stay
     assert lake_rows(spark, "SELECT * FROM app.a ORDER BY id") == [
         {"id": 0, "v": "z", "w": "z"}, {"id": 1, "v": "a2", "w": "b2"}]
     assert set(_delete_formats(spark, "app.a")) == {"PUFFIN"}  # the new deletes are deletion vectors
+    shown, line = _status_of(spark, settings, "app.a")
+    assert (shown["format_version"], shown["delete_files"]) == (3, 0)
+    assert shown["deletion_vectors"] == len(_delete_formats(spark, "app.a")) >= 1
+    assert shown["data_files"] >= 1 and "| v3 " in line
     assert lake_rows(spark, "SELECT * FROM app.a VERSION AS OF 'tso_300' ORDER BY id") == cuts[300]
     again = maintain(settings, spark=spark, upgrade_format=True)  # idempotent: nothing left to upgrade
     assert again["changefeeds"][0]["tables"]["app.a"]["format_version"] == {"before": 3, "after": 3}

@@ -265,13 +265,14 @@ def watermark_snapshot(jtable) -> tuple[int, Optional[int]]:
 
 
 def _table_row(ji, name: str, cut_snapshot: Optional[int], halted: bool) -> dict[str, Any]:
-    from ticdc_lakehouse.iceberg.java_api import watermark_of
+    from ticdc_lakehouse.iceberg.java_api import format_version, watermark_of
 
     namespace, _, table = name.partition(".")
     row: dict[str, Any] = {"table": name, "exists": False, "halted": halted, "cut_snapshot_id": cut_snapshot}
     if not ji.table_exists(namespace, table):
         return row
     jtable = ji.load(namespace, table)
+    vectors, others = ji.delete_file_counts(jtable)
     current = jtable.currentSnapshot()
     summary = dict(current.summary()) if current is not None else {}
     watermark = watermark_of(jtable)
@@ -285,7 +286,10 @@ def _table_row(ji, name: str, cut_snapshot: Optional[int], halted: bool) -> dict
         # rows in data files, before merge-on-read deletes apply (from the snapshot summary: no scan needed)
         "file_records": int(summary["total-records"]) if "total-records" in summary else None,
         "data_files": int(summary["total-data-files"]) if "total-data-files" in summary else None,
-        "delete_files": int(summary["total-delete-files"]) if "total-delete-files" in summary else None,
+        # format v3 deletion vectors and v2 position/equality delete files apart: the latter pile up per merge
+        "deletion_vectors": vectors,
+        "delete_files": others,
+        "format_version": format_version(jtable),
         "members_unknown": members_unknown(jtable),
     })
     return row
@@ -523,10 +527,12 @@ def _render_changefeed(feed: Mapping[str, Any]) -> list[str]:
     if feed["tables"]:
         out.append(_grid(
             ["table", "watermark", "watermark time (UTC)", "watermark snapshot", "current snapshot", "rows in files",
-             "data files", "delete files", "state"],
+             "format", "data files", "DVs", "delete files", "state"],
             [[t["table"], t.get("watermark"), _time_text(t.get("watermark_time")).replace(" UTC", ""),
-              t.get("watermark_snapshot_id"), t.get("snapshot_id"), t.get("file_records"), t.get("data_files"),
-              t.get("delete_files"), "HALTED" if t["halted"] else ("ok" if t["exists"] else "missing")]
+              t.get("watermark_snapshot_id"), t.get("snapshot_id"), t.get("file_records"),
+              f"v{t['format_version']}" if t.get("format_version") else None, t.get("data_files"),
+              t.get("deletion_vectors"), t.get("delete_files"),
+              "HALTED" if t["halted"] else ("ok" if t["exists"] else "missing")]
              for t in feed["tables"]],
         ))
         for t in feed["tables"]:
