@@ -39,9 +39,15 @@ class StackError(RuntimeError):
     """The installed stack is not the pinned one; the message says what to fix."""
 
 
+#: where the jar folders are when not in the virtualenv (the Docker image, whose Python prefix is root's)
+JARS_DIR_ENV = "LAKEHOUSE_JVM_JARS"
+
+
 def jvm_jar_dir(name: str = "runtime") -> Path:
-    """Where ``make setup`` puts the verified jars of ``jvm/<name>/pom.xml``: inside the virtualenv."""
-    return Path(sys.prefix) / "share" / "ticdc-lakehouse" / "jars" / name
+    """Where ``make setup`` puts the verified jars of ``jvm/<name>/pom.xml``: inside the virtualenv (or under
+    ``$LAKEHOUSE_JVM_JARS``)."""
+    root = os.environ.get(JARS_DIR_ENV)
+    return (Path(root) if root else Path(sys.prefix) / "share" / "ticdc-lakehouse" / "jars") / name
 
 
 def _fetched_jar(file_name: str) -> Path:
