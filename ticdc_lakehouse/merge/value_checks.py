@@ -92,6 +92,13 @@ def _fits(raw: str, spark_type: str, base: str, elements: Sequence[str]) -> Opti
     return None
 
 
+def iceberg_text(descriptor: Optional[str]) -> Optional[str]:
+    """The Iceberg type a MySQL descriptor maps to (None without one), to say a stored type only where it differs."""
+    from ticdc_lakehouse.mysql_types import iceberg_type, parse_type
+
+    return iceberg_type(parse_type(descriptor)) if descriptor else None
+
+
 def value_problem_sql(values: str, column: TargetColumn, named: Optional[str] = None, marked: bool = True) -> str:
     """Spark SQL of why the value of ``column`` in map ``values`` cannot be stored exactly, NULL when it can.
 
@@ -100,7 +107,9 @@ def value_problem_sql(values: str, column: TargetColumn, named: Optional[str] = 
     (for a failure the flush must recognise; a dead letter's error goes without)."""
     raw = raw_sql(values, column.name)
     base, elements = _mysql_base(column.mysql_type)
-    described = column.spark_type if not column.mysql_type else f"{column.mysql_type} -> {column.spark_type}"
+    described = column.mysql_type or column.spark_type
+    if iceberg_text(column.mysql_type) != column.spark_type:
+        described += f", stored as {column.spark_type}"
     head = sql_string(f"{INVALID_VALUE + ': ' if marked else ''}column {column.name} ({described}): ")
     quoted = f"substring({raw}, 1, {QUOTED_CHARS})"
     checks = []
