@@ -75,7 +75,8 @@ def typed_value(values: str, named_enums: Column, column: TargetColumn) -> Colum
     a rounded number. Casts are ANSI-safe ``try_cast`` behind that check.
 
     ENUM and SET arrive as index/bitmask from most protocols and as names from others (the event lists those in
-    ``named_enums``); the element list comes from the target column's MySQL type.
+    ``named_enums``); the element list comes from the target column's MySQL type. An index or bitmask past the
+    members is an invalid value here (``names_from_numbers_sql`` alone makes it NULL, for stored numbers).
     """
     from ticdc_lakehouse.merge.value_checks import guarded, raw_sql, try_cast_sql, value_problem
 
@@ -85,7 +86,8 @@ def typed_value(values: str, named_enums: Column, column: TargetColumn) -> Colum
     if base in ("enum", "set") and elements:
         is_named = F.coalesce(F.array_contains(named_enums, column.name), F.lit(False))
         by_number = F.expr(names_from_numbers_sql(raw_sql(values, column.name), base, elements))
-        typed = F.when(is_named, raw).otherwise(by_number)
+        return guarded(F.when(is_named, raw).otherwise(by_number),
+                       F.when(~is_named, value_problem(values, column)))  # names are not numbers to check
     elif spark_type == "binary":
         typed = F.unbase64(raw)
     elif spark_type == "string":

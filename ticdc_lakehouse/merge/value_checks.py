@@ -133,8 +133,9 @@ def named_sql(column: TargetColumn) -> str:
 
 
 def value_problem(values: str, column: TargetColumn) -> Column:
-    """:func:`value_problem_sql` as a Column (NULL: the value is exact for the column)."""
-    return F.expr(value_problem_sql(values, column, named_sql(column)))
+    """:func:`value_problem_sql` as a Column (NULL: the value is exact for the column), ENUM/SET values read as
+    numbers (the caller knows which the event sent as names)."""
+    return F.expr(value_problem_sql(values, column))
 
 
 def guarded(typed: Column, problem: Column) -> Column:
