@@ -187,7 +187,7 @@ def test_in_hold_mode_a_bad_value_halts_its_table_there_and_the_others_go_on(spa
     """``merge.on_undecodable = "hold"``: a value that does not fit is not skipped: its table stops just below it
     (what precedes it is applied), the halt names the message and the reason, and the other tables go on."""
     from ticdc_lakehouse.config import load_settings
-    from ticdc_lakehouse.pipeline import backfill
+    from ticdc_lakehouse.pipeline import backfill, skip_message
     from ticdc_lakehouse.state import StateStore
 
     monkeypatch.setenv("LAKEHOUSE__MERGE__ON_UNDECODABLE", "hold")
@@ -200,3 +200,11 @@ def test_in_hold_mode_a_bad_value_halts_its_table_there_and_the_others_go_on(spa
     assert [r["id"] for r in spark.sql("SELECT id FROM v.prices ORDER BY id").collect()] == [1]
     assert [r["id"] for r in spark.sql("SELECT id FROM v.rowdec ORDER BY id").collect()] == [1, 2]
     assert [h.table for h in StateStore(spark, held.catalog_name).halted()] == ["prices", "keyed"]
+
+    # the operator gives up on that row: it becomes a dead letter, and the table goes on to the next bad row
+    assert skip_message(held, f"ticdc-v/0/{_offset_of(FIRST_RUN, 111)}", spark=spark) == 1
+    report = backfill(held, tmp_path / "archive", protocol="open", spark=spark)
+    (halt,) = [h for h in report["merge"]["halted"] if h["table"] == "v.prices"]
+    assert halt["ddl_ts"] == 112 and "1.234" in halt["reason"]
+    dead = spark.sql("SELECT offset, error FROM _lakehouse.dead_letters").collect()
+    assert [(d["offset"], "12345.67" in d["error"]) for d in dead] == [(_offset_of(FIRST_RUN, 111), True)]

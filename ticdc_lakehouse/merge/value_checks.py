@@ -184,37 +184,51 @@ def reason_of(error: BaseException) -> str:
 _DEAD_LETTER_LOCK = threading.Lock()
 
 
+#: the ``query`` of a table halted at a row event (hold mode), and its resolution by ``lakehouse skip-message``
+ROW_HALT = "row event at {topic}/{partition}/{offset}"
+ROW_SKIPPED = "skipped-row"
+
+
 def set_aside_invalid(ctx, schema: str, table: str, target, lower: int, upto_ts: int, holding: bool):
     """After a change set failed on a bad value: find the table's bad row events in ``lower < ts <= upto_ts``
     (in the executors) and set them aside. ``dead-letter`` mode records each in ``_lakehouse.dead_letters``
-    (topic, partition, offset, the table, column, value and why) and returns the valid events to merge instead;
-    ``hold`` mode halts the table at the first bad event's commit ts (``lakehouse status`` shows it, ``resume
-    --retry`` tries again) and returns the events with the new upper bound below it. Returns (events, upto_ts)."""
+    (topic, partition, offset, the table, column, value and why) and returns the valid events to merge instead.
+    ``hold`` mode halts the table at the first bad event's commit ts (``lakehouse status`` shows it with
+    :data:`ROW_HALT`) and returns the events with the new upper bound below it; a row the operator skipped there
+    (``lakehouse skip-message T/P/O``) is dead-lettered instead. Returns (events, upto_ts)."""
     from pyspark import StorageLevel
 
     from ticdc_lakehouse.merge.changes import table_rows
 
     rows = table_rows(ctx.events, schema, table, lower, upto_ts)
     label = f"{schema}.{table}"
+    where = F.format_string(ROW_HALT.replace("{topic}", "%s").replace("{partition}", "%d").replace("{offset}", "%d"),
+                            "topic", "partition", "offset")
     bad = (invalid_events(rows, target.columns, target.keys)
            .withColumn("error", F.concat(F.lit(f"{label}: "), F.col("_problem"))).drop("_problem")
-           .persist(StorageLevel.MEMORY_AND_DISK))
+           .withColumn("_where", where))
+    if holding:
+        skipped = [h.query for h in ctx.state.halted(ctx.changefeed, include_resolved=True)
+                   if h.resolution == ROW_SKIPPED and (h.schema.lower(), h.table.lower()) == (schema.lower(),
+                                                                                              table.lower())]
+        held = bad.filter(~F.col("_where").isin(skipped)) if skipped else bad
+        first = held.orderBy("commit_ts", "partition", "offset", "seq").select(
+            "commit_ts", "_where", "error").first()
+        if first is not None:
+            ctx.halt(schema, table, first["commit_ts"], first["_where"], first["error"])
+            upto_ts = first["commit_ts"] - 1
+        bad = bad.filter(F.col("_where").isin(skipped) & (F.col("commit_ts") <= upto_ts))
+    bad = bad.drop("_where").persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        if holding:
-            first = bad.orderBy("commit_ts", "partition", "offset", "seq").select(
-                "commit_ts", "topic", "partition", "offset", "error").first()
-            if first is None:
-                raise RuntimeError(f"{label}: a value failed its check, but no event of the table fails it again")
-            where = f"row event at {first['topic']}/{first['partition']}/{first['offset']}"
-            ctx.halt(schema, table, first["commit_ts"], where, first["error"])
-            return ctx.events, first["commit_ts"] - 1
         with _DEAD_LETTER_LOCK:
             count = bad.count()
-            ctx.state.record_dead_letters(ctx.changefeed, bad, ctx.run_id)
+            if count:
+                ctx.state.record_dead_letters(ctx.changefeed, bad, ctx.run_id)
             if ctx.report is not None:
                 ctx.report.dead_letters += count
-        log.warning("%s: %d row event(s) with values the table cannot store exactly sent to the dead-letter table",
-                    label, count)
+        if count:
+            log.warning("%s: %d row event(s) with values the table cannot store exactly sent to the dead-letter "
+                        "table", label, count)
         return valid_events(rows, target.columns, target.keys), upto_ts
     finally:
         bad.unpersist()
