@@ -36,7 +36,8 @@ QUOTED_CHARS = 64
 _DECIMAL_TYPE = re.compile(r"decimal\((\d+),\s*(\d+)\)")
 _INTEGER_TYPES = {"tinyint", "smallint", "int", "bigint"}
 _DATE = r"^-?[0-9]{4}-[0-9]{2}-[0-9]{2}$"
-_TIMESTAMP = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?$"
+#: at most 6 fraction digits: the lake keeps microseconds, more digits would be cut
+_TIMESTAMP = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?$"
 _FLOAT_SPECIAL = r"(?i)^[+-]?(inf|infinity|nan)$"
 _BASE64 = r"^[A-Za-z0-9+/]*={0,2}$"
 
