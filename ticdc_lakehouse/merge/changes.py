@@ -65,7 +65,7 @@ def names_from_numbers_sql(raw: str, base: str, elements: Sequence[str]) -> str:
                  f"THEN element_at({members}, CAST({number} AS INT)) END")
     else:
         names = (f"array_join(filter({members}, (lakehouse_member, lakehouse_bit) -> "
-                 f"({number} & CAST(pow(2, lakehouse_bit) AS BIGINT)) != 0), ',')")
+                 f"({number} & shiftleft(CAST(1 AS BIGINT), lakehouse_bit)) != 0), ',')")
     return f"CASE WHEN {raw} RLIKE {sql_string(NUMBER_PATTERN)} THEN {names} ELSE {raw} END"
 
 

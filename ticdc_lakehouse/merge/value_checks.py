@@ -66,7 +66,7 @@ def _fits(raw: str, spark_type: str, base: str, elements: Sequence[str]) -> Opti
     casted = f"{try_cast_sql(raw, spark_type)} IS NOT NULL"
     if base in ("enum", "set") and elements:
         number = f"try_cast({raw} AS BIGINT)"
-        limit = len(elements) if base == "enum" else (1 << min(len(elements), 62)) - 1
+        limit = len(elements) if base == "enum" else min((1 << len(elements)) - 1, (1 << 63) - 1)
         what = f"an {base} member index up to {limit}" if base == "enum" else f"a set bitmask up to {limit}"
         return f"(NOT {raw} RLIKE '^[0-9]+$' OR ({number} IS NOT NULL AND {number} <= {limit}))", what
     decimal = _DECIMAL_TYPE.fullmatch(spark_type)
