@@ -167,7 +167,7 @@ def test_golden_debezium_datatypes():
     }
     assert {name: after[name] for name in expected} == expected
     assert types["col_d_2023"] == "date" and types["col_dt_fsp_6"] == "datetime" and types["col_t"] == "time"
-    assert types["col_ts"] == "timestamp" and types["col_bit_5"] == "bit" and types["col_json"] == "json"
+    assert types["col_ts"] == "timestamp" and types["col_bit_5"] == "bit(5)" and types["col_json"] == "json"
     assert types["col_enum"] == "enum('a','b','c')" and types["col_set"] == "set('a','b','c')"
 
 

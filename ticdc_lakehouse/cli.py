@@ -175,7 +175,7 @@ def cmd_skip_message(args: argparse.Namespace) -> int:
 
     count = skip_message(_settings(args), args.position, changefeed=args.changefeed)
     if count == 0:
-        print(f"no partition is held at {args.position}", file=sys.stderr)
+        print(f"no partition (nor table, at a row) is held at {args.position}", file=sys.stderr)
         return 1
     print(f"{args.position}: skipped; the next merge run sends it to the dead-letter table and goes on")
     return 0

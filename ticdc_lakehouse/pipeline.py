@@ -95,16 +95,23 @@ def run_cycle(settings: Settings, changefeed: Optional[str] = None, progress: Pr
 
 
 def skip_message(settings: Settings, position: str, changefeed: Optional[str] = None, spark=None) -> int:
-    """Let a partition held at an undecodable message go on: the message is sent to the dead-letter table by the
-    next run (``merge.on_undecodable = "hold"``). ``position`` is ``TOPIC/PARTITION/OFFSET``; returns how many
+    """Let a partition held at an undecodable message, or a table halted at a row whose value it cannot store, go
+    on: the message (row) is sent to the dead-letter table by the next run (``merge.on_undecodable = "hold"``). ``position`` is ``TOPIC/PARTITION/OFFSET``; returns how many
     holds were resolved (0: nothing is held there)."""
     from ticdc_lakehouse.spark_session import get_spark
     from ticdc_lakehouse.state import StateStore
 
+    from ticdc_lakehouse.merge.value_checks import ROW_HALT, ROW_SKIPPED
+
     topic, partition, offset = parse_position(position)
     session = spark or get_spark(settings, "lakehouse-skip-message")
     cf = settings.changefeed(changefeed)
-    return StateStore(session, settings.catalog_name).resolve_holds(cf.name, "skipped", topic, partition, offset)
+    state = StateStore(session, settings.catalog_name)
+    count = state.resolve_holds(cf.name, "skipped", topic, partition, offset)
+    if not count:  # a table halted at a row whose value it cannot store (hold mode): dead-letter that row
+        where = ROW_HALT.format(topic=topic, partition=partition, offset=offset)
+        count = state.resolve_row_halt(cf.name, where, ROW_SKIPPED)
+    return count
 
 
 def parse_position(text: str) -> tuple[str, int, int]:

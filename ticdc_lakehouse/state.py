@@ -234,6 +234,18 @@ class StateStore:
         )
         return before - len(self.halted(changefeed))
 
+    def resolve_row_halt(self, changefeed: str, query: str, resolution: str) -> int:
+        """Resolve the halt of a table stopped at one row event (its ``query`` names the position, see
+        ``merge.value_checks.ROW_HALT``); returns how many halts were resolved."""
+        self.ensure()
+        condition = (f"changefeed = '{_escape(changefeed)}' AND query = '{_escape(query)}' "
+                     "AND resolution IS NULL")
+        count = self.spark.table(self.table("halted")).filter(condition).count()
+        if count:
+            self.spark.sql(f"UPDATE {self.table('halted')} SET resolution = '{_escape(resolution)}', "
+                           f"resolved_at = current_timestamp() WHERE {condition}")
+        return count
+
     # -- partitions held at an undecodable message -----------------------------------------------------
     def holds(self, changefeed: str, resolution: Optional[str] = None) -> list[dict[str, Any]]:
         """The held messages of a changefeed: unresolved ones (``resolution=None``) or those resolved so."""

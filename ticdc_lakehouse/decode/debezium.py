@@ -282,6 +282,8 @@ def _spec_plan(spec: dict[str, Any]) -> tuple[str, Converter]:
         descriptor = _TIME_NAMES[semantic]
     else:
         descriptor = _CONNECT_TYPES.get(connect_type, "varchar")
+    if descriptor == "bit" and str(parameters.get("length", "")).isdigit():  # Bits carries the BIT width
+        descriptor = build_descriptor("bit", length=int(parameters["length"]))
     if semantic == "org.apache.kafka.connect.data.Decimal":
         scale = int(parameters.get("scale", 0))
         precision = parameters.get("connect.decimal.precision")

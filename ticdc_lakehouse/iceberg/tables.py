@@ -96,7 +96,8 @@ def describe(ji: JavaIceberg, schema: str, table: str) -> TargetTable:
     jtable = ji.load(namespace, name)
     jschema = jtable.schema()
     columns = [
-        TargetColumn(str(f.name()), spark_type_of(str(f.type().toString())), descriptor_of_doc(f.doc()))
+        TargetColumn(str(f.name()), spark_type_of(str(f.type().toString())), descriptor_of_doc(f.doc()),
+                     bool(f.isRequired()))
         for f in jschema.columns()
     ]
     identifier = {str(n).lower() for n in jschema.identifierFieldNames()}

@@ -20,6 +20,7 @@ from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY
 from ticdc_lakehouse.iceberg.tables import CREATED_FROM_PROPERTY
 from ticdc_lakehouse.merge.plan import DDLRecord, table_key
 from ticdc_lakehouse.mysql_types import column_doc, iceberg_type, parse_type, widening
+from ticdc_lakehouse.values import to_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
     from ticdc_lakehouse.merge.engine import RunContext
@@ -356,32 +357,28 @@ def _fill_defaults(ctx: "RunContext", target, fills: list[tuple[str, str]], summ
         ctx.ji.commit_marker(jtable, summary)  # nothing to fill (an empty table)
 
 
-_EXPRESSION_DEFAULT = ("current_timestamp", "now(", "localtime", "curdate", "curtime", "uuid", "rand(", "(")
-
-
 def default_fill(mysql, column) -> Optional[str]:
-    """The SQL literal existing rows take for a newly added column, or None (NULL, or an expression such as
-    CURRENT_TIMESTAMP whose value upstream is not known here)."""
+    """The Spark SQL literal existing rows take for a newly added column (``column_defaults``: exactly what TiDB
+    gives them), or None: NULL, or an expression such as CURRENT_TIMESTAMP whose value TiDB computed when the
+    DDL ran and no message carries (logged; those rows stay NULL)."""
+    from ticdc_lakehouse.column_defaults import UnknownDefault, existing_row_value
     from ticdc_lakehouse.merge.changes import sql_string
 
+    try:
+        value = existing_row_value(mysql, column.default, column.nullable)
+    except UnknownDefault as exc:
+        log.warning("column %s: existing rows left NULL: %s", column.name, exc)
+        return None
+    except ValueError as exc:  # a literal we cannot read: halt the table rather than guess its rows' value
+        raise CannotApply(f"column {column.name}: cannot tell the value existing rows take: {exc}") from None
+    if value is None:
+        return None
     spark_type = iceberg_type(mysql)
-    text = column.default
-    if text is None:
-        if column.nullable:
-            return None
-        if spark_type in ("int", "bigint", "float", "double") or spark_type.startswith("decimal"):
-            text = "0"
-        elif spark_type == "string" and mysql.base not in ("enum", "set", "json"):
-            text = ""
-        elif mysql.base == "enum" and mysql.elements:
-            text = mysql.elements[0]
-        else:
-            return None
-    elif text.strip().lower().startswith(_EXPRESSION_DEFAULT) or mysql.base in ("bit",):
-        return None
     if spark_type == "binary":
-        return None
-    return f"CAST({sql_string(text)} AS {spark_type})"
+        return "X'" + to_bytes(value).hex() + "'"
+    if spark_type == "string":
+        return sql_string(value)
+    return f"CAST({sql_string(value)} AS {spark_type})"
 
 
 def _descriptor(column) -> str:

@@ -55,6 +55,7 @@ from ticdc_lakehouse.merge.plan import (
     unapplied_with_holds,
 )
 from ticdc_lakehouse.merge.staged_stats import StagedStats, columns_sent, finish
+from ticdc_lakehouse.merge.value_checks import is_invalid_value_failure, reason_of, set_aside_invalid
 from ticdc_lakehouse.state import Checkpoint, StateStore
 
 log = logging.getLogger(__name__)
@@ -159,12 +160,24 @@ class RunContext:
         after_ts = None if self.resolved_mode else -1
         lower = target.watermark if after_ts is None else after_ts
         has_rows = self.has_rows(key, lower, upto_ts) if stats else False
-        result = flush_table(
-            self.spark, self.ji, self.settings.catalog_name, self.events, stats["schema"] if stats else schema,
-            stats["table"] if stats else table, target, upto_ts, has_rows, self.summary(), after_ts=after_ts,
-            always_sent=columns_sent(stats["layouts"], self.added_in_run.get(key)) if stats else frozenset(),
-            row_events=stats["rows"] if stats else None,
-        )
+        names = (stats["schema"], stats["table"]) if stats else (schema, table)
+
+        def apply(events, upto: int):
+            return flush_table(
+                self.spark, self.ji, self.settings.catalog_name, events, *names, target, upto, has_rows,
+                self.summary(), after_ts=after_ts,
+                always_sent=columns_sent(stats["layouts"], self.added_in_run.get(key)) if stats else frozenset(),
+                row_events=stats["rows"] if stats else None,
+            )
+
+        try:
+            result = apply(self.events, upto_ts)
+        except Exception as exc:  # a value the table cannot store exactly: nothing was committed
+            if not is_invalid_value_failure(exc):
+                raise
+            log.warning("%s.%s: %s", schema, table, reason_of(exc))
+            events, upto_ts = set_aside_invalid(self, *names, target, lower, upto_ts, _holding(self.settings))
+            result = apply(events, upto_ts)
         if result.merged and self.report is not None and result.table not in self.report.tables_merged:
             self.report.tables_merged.append(result.table)
 
