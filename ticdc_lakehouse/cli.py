@@ -112,7 +112,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     result = merge(_settings(args), changefeed=args.changefeed, protocol=args.protocol, stop_ts=args.stop_ts,
                    progress=_progress(args))
     print(json.dumps(result, default=str, indent=2))
-    return 0
+    return 0 if result.get("ok", True) else 1
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -132,7 +132,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     result = maintain(_settings(args), changefeed=args.changefeed, dry_run=args.dry_run, progress=_progress(args),
                       upgrade_format=args.upgrade_format)
     print(json.dumps(result, default=str, indent=2))
-    return 0
+    return 0 if result.get("ok", True) else 1
 
 
 def cmd_resume(args: argparse.Namespace) -> int:

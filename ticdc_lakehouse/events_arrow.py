@@ -64,8 +64,6 @@ EVENT_SPARK_SCHEMA = (
 _FIELDS = EVENT_ARROW_SCHEMA.names
 #: fields only DDL and failure events fill
 _RARE_FIELDS = ("ddl_query", "ddl_type", "table_schema", "is_bootstrap", "error", "raw_key", "raw_value")
-#: cap on raw bytes copied into a failure record: enough to diagnose, never a multi-MiB blob per row
-RAW_PREVIEW_BYTES = 65536
 
 
 def table_schema_to_json(schema: Optional[TableSchema]) -> Optional[str]:
@@ -90,10 +88,12 @@ def table_schema_from_json(text: Optional[str]) -> Optional[TableSchema]:
     )
 
 
-def _preview(raw: Optional[bytes]) -> Optional[str]:
+def _raw(raw: Optional[bytes]) -> Optional[str]:
+    """A failed message's key or value, whole (base64): the dead-letter table promises the raw bytes, and only
+    failures carry them (the landed segment holding them may be deleted by landing retention)."""
     if raw is None:
         return None
-    return base64.b64encode(raw[:RAW_PREVIEW_BYTES]).decode("ascii")
+    return base64.b64encode(raw).decode("ascii")
 
 
 def event_to_row(event: Event) -> dict:
@@ -128,7 +128,7 @@ def event_to_row(event: Event) -> dict:
             schema_version=event.table_schema.version if event.table_schema else None,
         )
     elif isinstance(event, DecodeFailure):
-        row.update(kind=KIND_ERROR, error=event.reason, raw_key=_preview(event.key), raw_value=_preview(event.value))
+        row.update(kind=KIND_ERROR, error=event.reason, raw_key=_raw(event.key), raw_value=_raw(event.value))
     else:  # pragma: no cover - the model is closed
         raise TypeError(f"not an event: {event!r}")
     return row

@@ -621,7 +621,7 @@ def maintain(settings: Settings, changefeed: Optional[str] = None, dry_run: bool
     for name in names:
         with ExitStack() as stack:
             if not dry_run:
-                stack.enter_context(changefeed_lock(settings, name, spark))
+                stack.enter_context(changefeed_lock(settings, name, spark, purpose="maintenance"))
             result["changefeeds"].append(maintain_changefeed(spark, settings, name, dry_run, say, now, policy,
                                                              upgrade_format))
     everyone = _known_changefeeds(spark, settings)
@@ -629,10 +629,10 @@ def maintain(settings: Settings, changefeed: Optional[str] = None, dry_run: bool
         with ExitStack() as stack:
             if not dry_run:
                 for name in everyone:
-                    stack.enter_context(changefeed_lock(settings, name, spark))
+                    stack.enter_context(changefeed_lock(settings, name, spark, purpose="maintenance"))
             result["control_tables"] = maintain_control_tables(spark, settings, dry_run, say, policy, upgrade_format)
     except LockBusy as exc:
-        result["control_tables"] = {"skipped": f"a merge is running: {exc}"}
+        result["control_tables"] = {"skipped": str(exc)}
         say(f"control tables skipped: {exc}")
     result["problems"] = [p for feed in result["changefeeds"] for p in feed["problems"]]
     result["ok"] = not result["problems"]

@@ -20,10 +20,11 @@ def kafka_lag(changefeed, landing_root, timeout_s: float = 10.0,
     """``"topic/partition" -> records in Kafka not landed yet`` for the changefeed's topics."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from ticdc_lakehouse.landing.kafka_source import consumer_config, plan_partition
+    from ticdc_lakehouse.landing.kafka_source import ClientLog, consumer_config, plan_partition
     from ticdc_lakehouse.landing.segments import landed_end
 
     config = consumer_config(changefeed)
+    config["logger"] = ClientLog()  # a down broker: not a thousand librdkafka lines in the task log
     consumer = Consumer(config)
     try:
         lag: dict[str, int] = {}

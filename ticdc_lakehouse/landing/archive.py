@@ -269,6 +269,10 @@ def land_from_archive(
     if missing:
         raise LandingError(f"topic(s) {', '.join(missing)} not found in archive {archive_dir} (it needs directories "
                            "named <topic>-<partition>)", report)
+    if not any(layout.values()):
+        raise LandingError(f"no Kafka log files found in archive {archive_dir}: nothing to land. It needs Kafka's "
+                           "on-disk layout, <topic>-<partition>/<20-digit base offset>.log (a copy of a broker's "
+                           "log.dirs)", report)
     failures: list[ArchiveCorruptError] = []
     with landing_lock(landing_root, changefeed_name):
         report.removed_temp_files = [str(p) for p in clean_temp_files(landing_root, changefeed_name)]

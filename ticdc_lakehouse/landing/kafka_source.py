@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections import deque
 from concurrent.futures import Future
@@ -29,7 +30,7 @@ from typing import Any, Optional, Sequence
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, TopicPartition
 
-from ..config import ChangefeedConfig, mask_secrets
+from ..config import ChangefeedConfig, mask_secrets, mask_uri_password
 from .errors import DataLossError, LandingError, LandingTimeoutError
 from .lock import landing_lock
 from .progress import DataLoss, LandingReport, PartitionLanding, ProgressFn, notify
@@ -196,15 +197,44 @@ def _record_data_loss(landing_root: Path, changefeed: str, loss: DataLoss) -> No
     write_atomically(path, json.dumps(entries, indent=1).encode())
 
 
+class ClientLog:
+    """Where librdkafka's own log lines go: DEBUG of ``ticdc_lakehouse.landing.librdkafka``.
+
+    It logs every failed connection attempt, and a broker that is down gives about a thousand of them in a second;
+    the error callback (:class:`_ErrorLog`) already reports each distinct cause once, and the run's error names it.
+    ``-v`` with DEBUG logging shows them all."""
+
+    def __init__(self) -> None:
+        self.logger = logging.getLogger("ticdc_lakehouse.landing.librdkafka")
+
+    def log(self, level: int, message: str, *args: Any, **kwargs: Any) -> None:
+        self.logger.debug(message, *args)
+
+
+def _without_repeats(text: str) -> str:
+    """A client error's text without librdkafka's "(after 0ms in state CONNECT, 3 identical error(s)
+    suppressed)" tail."""
+    return re.sub(r"\s*\((after \d+ms|\d+ identical error)([^()]|\(s\))*\)", "", text)
+
+
+def _error_kind(text: str) -> str:
+    """What stays the same between repeats of one error (numbers blanked)."""
+    return re.sub(r"\d+", "N", _without_repeats(text))
+
+
 class _ErrorLog:
-    """Collects client-level errors (broker down, authentication) to explain a timeout or fail fast."""
+    """Collects client-level errors (broker down, authentication) to explain a timeout or fail fast. Each kind of
+    error is logged once (a down broker repeats the same one for as long as it stays down)."""
 
     def __init__(self) -> None:
         self.last: Optional[KafkaError] = None
         self.fatal: Optional[str] = None
+        self.kinds: set[str] = set()
 
     def __call__(self, error: KafkaError) -> None:
-        repeated = self.last is not None and self.last.str() == error.str()
+        kind = _error_kind(error.str())
+        repeated = kind in self.kinds
+        self.kinds.add(kind)
         self.last = error
         text = error.str()
         if error.fatal() or error.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED,
@@ -214,7 +244,8 @@ class _ErrorLog:
             # retrying can never succeed: the same fetch response comes back every time
             self.fatal = (f"{text}. The broker answered a fetch with more bytes than receive.message.max.bytes "
                           "allows; raise it (and fetch.max.bytes) in the changefeed's kafka settings")
-        (log.debug if repeated else log.warning)("kafka client: %s", error)
+        # the first of each kind, at INFO (-v): a failing request's error names the last one (see land_from_kafka)
+        (log.debug if repeated else log.warning if self.fatal else log.info)("kafka client: %s", error)
 
 
 def _commit(consumer: Consumer, items: Sequence[PartitionLanding], report: LandingReport) -> None:
@@ -486,13 +517,18 @@ def land_from_kafka(
         config = consumer_config(changefeed)
         log.debug("consumer config for %s: %s", changefeed.name, mask_secrets(config))
         config["error_cb"] = errors
-        config["logger"] = logging.getLogger("ticdc_lakehouse.landing.librdkafka")
+        config["logger"] = ClientLog()
         consumer = Consumer(config)
         problems: list[str] = []
         try:
             try:
                 plans = _plan(consumer, changefeed, landing_root, topics, timeout_s)
             except LandingError as exc:
+                consumer.poll(0)  # serves the client's queued error callbacks: what the request saw
+                if errors.last is not None and exc.args:  # the request's error hides the cause the client saw
+                    exc.args = (f"{exc.args[0]}; cause: {_without_repeats(errors.last.str())}. Check bootstrap_servers "
+                                f"({mask_uri_password(changefeed.bootstrap_servers)}) and that the brokers are up "
+                                "and reachable from this host",)
                 exc.report = report
                 raise
             work: list[tuple[PartitionPlan, int]] = []

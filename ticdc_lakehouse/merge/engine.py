@@ -36,6 +36,7 @@ from ticdc_lakehouse.iceberg.tables import (
 )
 from ticdc_lakehouse.local_frame import local_frame
 from ticdc_lakehouse.merge import ddl_apply
+from ticdc_lakehouse.merge.below_cut import find_and_record
 from ticdc_lakehouse.merge.changes import table_rows
 from ticdc_lakehouse.merge.decode_stage import decode_landed, source_unavailable_in, stats_accumulator
 from ticdc_lakehouse.merge.flush import flush_table
@@ -73,6 +74,18 @@ def uses_resolved_ts(protocol: str, setting: str) -> bool:
     return setting == "required"
 
 
+def no_resolved_hint(changefeed: str, protocol: str, partitions: list[str]) -> str:
+    """One line for a stream that never carried a resolved event (so with ``resolved_ts`` auto/required nothing is
+    ever applied): which partitions, and what to set."""
+    sink = {"canal-json": "enable-tidb-extension=true", "debezium": "enable-tidb-extension=true",
+            "avro": "enable-watermark=true"}.get(protocol)
+    fix = f'set resolved_ts = "none" in [changefeeds.{changefeed}] (each key is then applied in commit-ts order)'
+    if sink:
+        fix += f", or add {sink} to the changefeed's sink URI so TiCDC sends resolved events"
+    return (f"{changefeed}: no resolved event was ever seen in {', '.join(partitions)} ({protocol}): with "
+            f"resolved_ts = auto nothing can be applied, and records stay pending. If the stream carries none, {fix}")
+
+
 @dataclass
 class MergeReport:
     changefeed: str
@@ -88,6 +101,10 @@ class MergeReport:
     #: partitions held at an undecodable message (merge.on_undecodable = "hold"): topic, partition, offset, error
     held: list[dict[str, Any]] = field(default_factory=list)
     pending_tables: list[str] = field(default_factory=list)
+    #: partitions with records but no resolved event ever (resolved_ts auto/required): nothing of them applies
+    no_resolved_events: list[str] = field(default_factory=list)
+    #: row changes newly landed with a commit ts at or below the committed cut (see merge.below_cut)
+    below_cut: dict[str, Any] = field(default_factory=lambda: {"late": 0, "replay": 0, "tables": []})
     seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
@@ -314,6 +331,12 @@ def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, even
     records = _ddl_records(stats.ddls)
     if resolved_mode:
         plan = plan_run(partitions, partition_resolved, records, stop_ts)
+        silent = sorted(f"{topic}/{partition}" for (topic, partition), end in landed_end.items()
+                        if end > checkpoint.restart_offsets.get((topic, partition), 0)
+                        and not partition_resolved.get((topic, partition)))
+        if silent and stats.events:
+            report.no_resolved_events = silent
+            say(no_resolved_hint(changefeed, protocol, silent))
     elif holds:
         # without resolved events nothing orders the held message against the other partitions' rows: apply
         # nothing new until it decodes or is skipped
@@ -342,6 +365,10 @@ def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, even
         state=state, events=events, run_id=report.run_id, halted=halted, row_stats=stats.rows,
         report=report, resolved_mode=resolved_mode,
     )
+    if resolved_mode:  # before any flush moves a watermark: what is below the committed cut stays below it
+        below = find_and_record(ctx, checkpoint, {key: rows["min_ts"] for key, rows in ctx.row_stats.items()}, say)
+        if below is not None:
+            report.below_cut = below.as_dict()
     ctx.removals = ddl_apply.removals(plan.ddls)
     ddl_apply.apply_resolutions(ctx, [h for h in halts if h.resolution])
     for bootstrap in plan.bootstraps:
