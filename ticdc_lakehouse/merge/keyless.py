@@ -19,8 +19,9 @@ Replays: TiCDC delivers at least once; a replayed transaction resends the same e
 Changes already applied are filtered by the table's watermark like every table's; within one run a replayed
 copy is told apart from a transaction that really changed several equal rows by where it sits: a transaction's
 events of one table are consecutive on its partition, so a *block* (a run of the table's events with one commit
-ts, in Kafka order) is one delivery, and an image's count at one ts is the largest count of any one block, not
-the sum over blocks. Idempotent: a rerun after a crash starts from the lake's counts as its last commit left them
+ts, in Kafka order, ended by any other of its events or a resolved event) is one delivery, and an image's count
+at one ts is the largest count of any one block, not the sum over blocks. (A copy that follows the original
+directly, with nothing in between, cannot be told from a transaction with twice the rows.) Idempotent: a rerun after a crash starts from the lake's counts as its last commit left them
 and applies only the changes above its watermark.
 """
 
@@ -58,10 +59,13 @@ def keyless_deltas(events: DataFrame, schema: str, table: str, after_ts: int, up
     """Every row image the table's changes in ``(after_ts, upto_ts]`` add or remove, typed as the target's
     columns (under their own names), with its net count ``_delta`` (never 0). See the module doc."""
     rows = table_rows(events, schema, table, after_ts, upto_ts)
+    # a resolved event between two copies also ends a block: what follows it is another delivery
+    with_resolved = rows.unionByName(events.filter(F.col("kind") == "resolved"))
     in_kafka_order = Window.partitionBy("topic", "partition").orderBy("offset", "seq")
-    new_block = F.coalesce(F.lag("commit_ts").over(in_kafka_order) != F.col("commit_ts"), F.lit(True))
-    blocks = rows.withColumn("_block", F.sum(new_block.cast("long")).over(
-        in_kafka_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
+    same = (F.lag("kind").over(in_kafka_order) == "row") & (F.lag("commit_ts").over(in_kafka_order) == F.col("commit_ts"))
+    new_block = ~F.coalesce(same, F.lit(False))
+    blocks = with_resolved.withColumn("_block", F.sum(new_block.cast("long")).over(
+        in_kafka_order.rowsBetween(Window.unboundedPreceding, Window.currentRow))).filter(F.col("kind") == "row")
     signed = blocks.select("commit_ts", "topic", "partition", "_block", "named_enums",
                            F.explode(_signed_images()).alias("_signed"))
     names = [f"_c{i}" for i in range(len(columns))]
