@@ -18,7 +18,7 @@ import pytest
 from ticdc_lakehouse.archive_writer import write_archive
 from ticdc_lakehouse.model import DELETE, INSERT, UPDATE, DDLEvent, Position, ResolvedEvent, RowChange
 
-from tests.schema_registry_fixture import Producer, schema_registry  # noqa: F401 - pytest fixture
+from tests.schema_registry_fixture import Producer, items_schemas, schema_registry  # noqa: F401 - pytest fixture
 
 from .lake_helpers import lake_rows
 
@@ -142,15 +142,7 @@ def test_an_avro_tombstone_after_an_insert_at_one_ts_deletes_the_row(spark, lake
     """Confluent Avro: a tombstone carries no commit ts. It is applied in Kafka order after the rows before it on
     its partition (TiCDC's own Avro decoder does so), even where its made-up ts equals the insert's; one with no
     real ts before it in the run (here the first message of partition 1) is applied too."""
-    def typed(avro_type: str, tidb_type: str) -> dict:
-        return {"type": avro_type, "connect.parameters": {"tidb_type": tidb_type}}
-
-    key_schema = {"type": "record", "name": "items", "namespace": "default.shop",
-                  "fields": [{"name": "id", "type": typed("int", "INT")}]}
-    value_schema = {**key_schema, "fields": [
-        {"name": "id", "type": typed("int", "INT")}, {"name": "label", "type": typed("string", "TEXT")},
-        {"name": "_tidb_op", "type": "string"}, {"name": "_tidb_commit_ts", "type": "long"},
-        {"name": "_tidb_commit_physical_time", "type": "long"}]}
+    key_schema, value_schema = items_schemas()
     producer = Producer(schema_registry, "tomb")
 
     def insert(i: int, ts: int):

@@ -426,7 +426,8 @@ def _schema_change(ctx: "RunContext", tx, target, change) -> Optional[tuple[str,
         fill = default_fill(mysql, column)
         if target.column(column.name) is not None:
             return (column.name, fill) if fill else None  # already there (a rerun before the fill, or inferred)
-        update = tx.updateSchema().caseSensitive(False).addColumn(column.name, ji.type_of(iceberg_type(mysql)), column_doc(mysql, column.comment))
+        update = tx.updateSchema().caseSensitive(False).addColumn(
+            column.name, ji.type_of(iceberg_type(mysql)), column_doc(mysql, column.comment))
         if change.first:
             update = update.moveFirst(column.name)
         elif change.after:

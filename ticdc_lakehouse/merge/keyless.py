@@ -21,8 +21,10 @@ copy is told apart from a transaction that really changed several equal rows by 
 events of one table are consecutive on its partition, so a *block* (a run of the table's events with one commit
 ts, in Kafka order, ended by any other of its events or a resolved event) is one delivery, and an image's count
 at one ts is the largest count of any one block, not the sum over blocks. (A copy that follows the original
-directly, with nothing in between, cannot be told from a transaction with twice the rows.) Idempotent: a rerun after a crash starts from the lake's counts as its last commit left them
-and applies only the changes above its watermark.
+directly, with nothing in between, cannot be told from a transaction with twice the rows.)
+
+Idempotent: a rerun after a crash starts from the lake's counts as its last commit left them and applies only the
+changes above its watermark.
 """
 
 from __future__ import annotations
@@ -62,7 +64,8 @@ def keyless_deltas(events: DataFrame, schema: str, table: str, after_ts: int, up
     # a resolved event between two copies also ends a block: what follows it is another delivery
     with_resolved = rows.unionByName(events.filter(F.col("kind") == "resolved"))
     in_kafka_order = Window.partitionBy("topic", "partition").orderBy("offset", "seq")
-    same = (F.lag("kind").over(in_kafka_order) == "row") & (F.lag("commit_ts").over(in_kafka_order) == F.col("commit_ts"))
+    previous = F.lag("kind").over(in_kafka_order), F.lag("commit_ts").over(in_kafka_order)
+    same = (previous[0] == "row") & (previous[1] == F.col("commit_ts"))
     new_block = ~F.coalesce(same, F.lit(False))
     blocks = with_resolved.withColumn("_block", F.sum(new_block.cast("long")).over(
         in_kafka_order.rowsBetween(Window.unboundedPreceding, Window.currentRow))).filter(F.col("kind") == "row")

@@ -39,25 +39,29 @@ class TableRows:
     #: the column sets (lower case) of the insert and update images, each with the greatest commit ts it had;
     #: None when some image lacked a value for a column it typed, or there were too many sets to keep
     layouts: Optional[dict[frozenset[str], int]] = field(default_factory=dict)
-    #: the widest types came from a delete's old image: with ``delete-only-output-handle-key-columns`` it holds
-    #: the key alone, so any insert or update image is preferred to it (see ``defines_columns``)
-    from_delete: bool = False
+    #: the widest types came from a delete's image holding only key columns (TiCDC's
+    #: ``delete-only-output-handle-key-columns``): any other image is preferred to it, and alone it must not
+    #: define the table's columns (the table would keep its key alone)
+    key_only: bool = False
 
     def absorb(self, other: "TableRows") -> None:
         self.rows += other.rows
         self.min_ts = min(self.min_ts, other.min_ts)
         self.max_ts = max(self.max_ts, other.max_ts)
         self.layouts = _merge_layouts(self.layouts, other.layouts)
-        if (not other.from_delete, len(other.column_types)) > (not self.from_delete, len(self.column_types)):
+        if (not other.key_only, len(other.column_types)) > (not self.key_only, len(self.column_types)):
             self.column_types, self.key_columns, self.sample = other.column_types, other.key_columns, other.sample
-            self.from_delete = other.from_delete
+            self.key_only = other.key_only
 
 
-def defines_columns(from_delete: bool, column_types: Iterable[tuple[str, str]], key_columns: Iterable[str]) -> bool:
-    """Whether a table's widest image may define its columns: not a delete image holding only key columns (TiCDC's
-    ``delete-only-output-handle-key-columns``), which would create the table with its key alone."""
-    keys = {k.lower() for k in key_columns}
-    return not (from_delete and keys and {name.lower() for name, _ in column_types} <= keys)
+def _key_only(event: RowChange) -> bool:
+    """A delete whose image holds key columns only (``delete-only-output-handle-key-columns``)."""
+    return event.after is None and bool(event.key_columns) and event.column_types.keys() <= set(event.key_columns)
+
+
+def _image_rank(event: RowChange) -> tuple[bool, int]:
+    """Which image's types describe a table best: any but a key-only one, then the widest."""
+    return (not _key_only(event), len(event.column_types))
 
 
 #: more column sets than this in one table's images: the planner stops reasoning about them (see columns_sent)
@@ -171,9 +175,9 @@ class StatsFolder:
                 elif ts > entry[2]:
                     entry[2] = ts
                 types = event.column_types
-                widest = entry[3]
-                if ((event.after is not None, len(types)) > (widest.after is not None, len(widest.column_types))):
-                    entry[3] = event  # an insert or update image before a delete's (possibly key-only) one
+                if len(types) > len(entry[3].column_types) or _key_only(entry[3]):
+                    if _image_rank(event) > _image_rank(entry[3]):
+                        entry[3] = event
                 # which columns the images carry, and until when: consecutive images of one layout share their
                 # types dict (the decoders' contract), so only a change of layout costs a set; an image without
                 # all its typed columns spoils it
@@ -211,7 +215,7 @@ class StatsFolder:
             values = widest.after if widest.after is not None else (widest.before or {})
             part.rows[name] = TableRows(rows, min_ts, max_ts, list(widest.column_types.items()),
                                         list(widest.key_columns), dict(values), layouts if complete else None,
-                                        widest.after is None)
+                                        _key_only(widest))
         self._tables = {}
         return part
 
@@ -259,7 +263,7 @@ def finish(part: StatsPart) -> StagedStats:
             "schema": names[key][0], "table": names[key][1], "rows": entry.rows, "min_ts": entry.min_ts,
             "max_ts": entry.max_ts, "column_types": infer_precision(entry.column_types, entry.sample),
             "key_columns": list(entry.key_columns), "layouts": entry.layouts,
-            "defines_columns": defines_columns(entry.from_delete, entry.column_types, entry.key_columns),
+            "defines_columns": not entry.key_only,
         }
     ddls = [part.ddls[position] for position in sorted(part.ddls)]
     return StagedStats(dict(part.resolved), rows, part.failures, part.max_commit_ts, part.events, ddls)
