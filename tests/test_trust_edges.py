@@ -237,3 +237,25 @@ def test_a_nullable_add_column_on_a_table_older_than_the_changefeed_applies(spar
     backfill(settings, tmp_path / "archive", protocol, spark)
     assert lake_rows(spark, "SELECT * FROM app.p ORDER BY id") == [
         {"id": 1, "v": "b", "note": "m"}, {"id": 2, "v": "c", "note": "n"}]
+
+
+def test_an_add_column_the_table_already_has_is_a_no_op_with_its_watermark(spark, settings, tmp_path):
+    """The table was typed from rows that carry ``note`` (it existed before the changefeed); the ADD COLUMN comes
+    in a later run. Nothing may be left uncommitted (an open ``updateSchema()`` made the marker commit fail with
+    "last operation has not committed" and halted the table), and rows go on landing."""
+    types = {"id": "int", "v": "varchar(10)", "note": "varchar(20)"}
+    ts = T0 + 60 * MS
+    open_archive(tmp_path / "archive", [row("q", ts, INSERT, {"id": "1", "v": "a", "note": "n"}, None, ["id"], types,
+                                            0), ResolvedEvent(ts + 1, at(1))])
+    backfill(settings, tmp_path / "archive", "open", spark)
+    open_archive(tmp_path / "archive", [
+        DDLEvent("app", "q", ts + 2, "ALTER TABLE app.q ADD COLUMN note varchar(20)", "ADD_COLUMN", at(2)),
+        row("q", ts + 3, INSERT, {"id": "2", "v": "b", "note": None}, None, ["id"], types, 3),
+        ResolvedEvent(ts + 4, at(4))])
+    report = backfill(settings, tmp_path / "archive", "open", spark)
+    assert report["ok"] and not halted_tables(settings, spark), report["halted"]
+    assert lake_rows(spark, "SELECT * FROM app.q ORDER BY id") == [
+        {"id": 1, "v": "a", "note": "n"}, {"id": 2, "v": "b", "note": None}]
+    ddl = lake_rows(spark, "SELECT summary['tidb.ddl-ts'] AS ts FROM app.q.snapshots "
+                           "WHERE summary['tidb.ddl'] LIKE 'ALTER%'")
+    assert ddl == [{"ts": str(ts + 2)}]
