@@ -178,6 +178,9 @@ class DebeziumDecoder:
             key_columns,
             column_types,
             position,
+            None,
+            None,
+            payload["source"].get("commit_ts") is None,  # ts_ms: milliseconds, not one transaction's TSO
         )
 
     # --- DDL -------------------------------------------------------------------------------------------------

@@ -164,7 +164,7 @@ def typed_events(keyed: DataFrame, columns: Sequence[TargetColumn], keys: Sequen
     flag: every event carried them, and a flag would cost a map lookup per event and column for nothing."""
     key_index = {key.name.lower(): i for i, key in enumerate(keys)}
     flagged = set(partial)
-    selected: list[Column] = [F.col(c) for c in ("op", "commit_ts", "partition", "offset", "seq")]
+    selected: list[Column] = [F.col(c) for c in ("op", "commit_ts", "partition", "offset", "seq", "ts_made_up")]
     selected += [F.col(f"_k{i}") for i in range(len(keys))]
     for position, column in enumerate(columns):
         if column.name.lower() in key_index:
@@ -176,10 +176,14 @@ def typed_events(keyed: DataFrame, columns: Sequence[TargetColumn], keys: Sequen
 
 
 def _delivery_order(descending: bool) -> list[Column]:
-    """The order of a key's changes: commit ts; at one ts a delete before a write (a primary-key change moving
-    another row onto this key); then delivery (partition, offset, seq: replays are identical)."""
-    columns = [F.col("commit_ts"), (F.col("op") != DELETE).cast("int"), F.col("partition"), F.col("offset"),
-               F.col("seq")]
+    """The order of a key's changes: commit ts; at one real TSO a delete before a write (one transaction: a
+    primary-key change moving another row onto this key); then delivery (partition, offset, seq: replays are
+    identical). A ts the decoder made up (``RowChange.ts_made_up``: Canal-JSON's milliseconds, Avro tombstones)
+    is no transaction: two transactions may share it (an insert, then a delete, in one millisecond), so such a
+    change keeps its Kafka order instead of moving a delete ahead."""
+    writes_last = F.when(F.coalesce(F.col("ts_made_up"), F.lit(False)), F.lit(1)).otherwise(
+        (F.col("op") != DELETE).cast("int"))
+    columns = [F.col("commit_ts"), writes_last, F.col("partition"), F.col("offset"), F.col("seq")]
     return [c.desc() for c in columns] if descending else [c.asc() for c in columns]
 
 

@@ -296,7 +296,7 @@ def _alter_table(ctx: "RunContext", record: DDLRecord, changes: list, deferred: 
     if not target.exists:
         if all(isinstance(c, dp.MetadataOnly) for c in changes) or removal_applied(ctx, first.schema, first.table, ts):
             return False
-        raise CannotApply(f"table {first.schema}.{first.table} does not exist in the lake")
+        target = _predating_table(ctx, first.schema, first.table, ts)
     if target.watermark >= ts:
         return False  # applied before (a rerun, or a DDL replay)
     jtable = ctx.ji.load(target.namespace, target.name)
@@ -326,6 +326,21 @@ def _alter_table(ctx: "RunContext", record: DDLRecord, changes: list, deferred: 
         _fill_defaults(ctx, target, fills, summary)
     ctx.target(first.schema, first.table, refresh=True)
     return True
+
+
+def _predating_table(ctx: "RunContext", schema: str, table: str, ts: int):
+    """The lake table an ALTER of a table it does not hold yet applies to: one that existed before the
+    changefeed (its CREATE TABLE was never in the stream) and whose rows are in this run is created from their
+    types first, with its rows below the DDL merged, so the DDL then applies to it (a no-op where the rows
+    already typed its effect, e.g. a column they carry). A table with no rows in the run either: nothing in the
+    lake to change (its later rows type it as they come), ``CannotApply`` says so."""
+    if table_key(schema, table) in ctx.row_stats:
+        ctx.flush(schema, table, ts - 1)
+        target = ctx.target(schema, table, refresh=True)
+        if target.exists:
+            return target
+    raise CannotApply(f"table {schema}.{table} does not exist in the lake and has no rows to type it from; create "
+                      "it with `lakehouse create-tables`, then `lakehouse resume` it")
 
 
 def _deferred_marker_exists(jtable, ts: int) -> bool:
@@ -400,14 +415,16 @@ def _schema_change(ctx: "RunContext", tx, target, change) -> Optional[tuple[str,
         return None  # recorded by the marker snapshot (tidb.ddl), no schema change
     if isinstance(change, dp.Unsupported):
         raise CannotApply(change.reason)
-    update = tx.updateSchema().caseSensitive(False)
+    # an update is opened only for a change that makes one: one left open (a column already there) would fail
+    # the transaction's next operation ("last operation has not committed")
     if isinstance(change, dp.AddColumn):
         column = change.column
         mysql = parse_type(column.mysql_type)
         fill = default_fill(mysql, column)
         if target.column(column.name) is not None:
             return (column.name, fill) if fill else None  # already there (a rerun before the fill, or inferred)
-        update = update.addColumn(column.name, ji.type_of(iceberg_type(mysql)), column_doc(mysql, column.comment))
+        update = tx.updateSchema().caseSensitive(False).addColumn(
+            column.name, ji.type_of(iceberg_type(mysql)), column_doc(mysql, column.comment))
         if change.first:
             update = update.moveFirst(column.name)
         elif change.after:
@@ -421,7 +438,7 @@ def _schema_change(ctx: "RunContext", tx, target, change) -> Optional[tuple[str,
             return None
         if existing in target.keys and len(target.keys) < len(target.columns):
             raise CannotApply(f"cannot drop primary-key column {change.name!r} (an Iceberg identifier field)")
-        update = update.deleteColumn(existing.name)
+        update = tx.updateSchema().caseSensitive(False).deleteColumn(existing.name)
         target.columns.remove(existing)
     elif isinstance(change, dp.RenameColumn):
         existing = target.column(change.old)
@@ -429,7 +446,7 @@ def _schema_change(ctx: "RunContext", tx, target, change) -> Optional[tuple[str,
             if target.column(change.new) is not None:
                 return None
             raise CannotApply(f"column {change.old!r} does not exist")
-        update = update.renameColumn(existing.name, change.new)
+        update = tx.updateSchema().caseSensitive(False).renameColumn(existing.name, change.new)
         index = target.columns.index(existing)
         target.columns[index] = TargetColumn(change.new, existing.spark_type, existing.mysql_type)
     elif isinstance(change, dp.ModifyColumn):
@@ -448,6 +465,7 @@ def _schema_change(ctx: "RunContext", tx, target, change) -> Optional[tuple[str,
                 f"({old_spark} -> {new_spark}) is not a type change Iceberg allows; resolve it (e.g. recreate the "
                 "table), then `lakehouse resume` the table"
             )
+        update = tx.updateSchema().caseSensitive(False)
         if new_spark != old_spark:
             update = update.updateColumn(existing.name, ji.type_of(new_spark))
         update = update.updateColumnDoc(existing.name, column_doc(new_type, change.column.comment))

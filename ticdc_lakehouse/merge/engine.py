@@ -63,6 +63,8 @@ log = logging.getLogger(__name__)
 
 #: protocols whose TiCDC output carries no resolved ts by default: applied up to the landed end, per-key order
 PROTOCOLS_WITHOUT_RESOLVED_TS = {"avro"}
+#: protocols some of whose row events carry no commit ts at all (see ``merge.made_up_ts``)
+PROTOCOLS_WITH_MISSING_TS = {"avro"}
 
 
 def uses_resolved_ts(protocol: str, setting: str) -> bool:
@@ -175,6 +177,8 @@ class RunContext:
                 return
         stats = self.row_stats.get(key)
         after_ts = None if self.resolved_mode else -1
+        if stats and create_missing:  # the final flush: every DDL up to the cut is applied
+            target = self.add_columns_rows_carry(schema, table, target, stats, upto_ts)
         lower = target.watermark if after_ts is None else after_ts
         has_rows = self.has_rows(key, lower, upto_ts) if stats else False
         names = (stats["schema"], stats["table"]) if stats else (schema, table)
@@ -216,6 +220,11 @@ class RunContext:
     def create_from_rows(self, schema: str, table: str, since: int = 0) -> Optional[TargetTable]:
         """A table with rows but no CREATE TABLE seen: create it from the rows' column types, if they have them."""
         stats = self.row_stats.get(table_key(schema, table))
+        if stats and not stats.get("defines_columns", True):
+            # only key-only deletes (delete-only-output-handle-key-columns): they remove rows the lake never had,
+            # and must not define the table (its later inserts would lose every other column)
+            log.info("%s.%s: only key-only deletes so far; the table is created by its first insert", schema, table)
+            return None
         if not stats or not stats.get("column_types"):
             if stats:
                 self.pending.add(table_key(schema, table))
@@ -225,6 +234,36 @@ class RunContext:
         table_schema = schema_from_row_types(stats["schema"], stats["table"], stats["column_types"],
                                              stats["key_columns"])
         return self.create(table_schema, since, self.summary(**{CREATED_FROM_PROPERTY: "row-types"}))
+
+    def add_columns_rows_carry(self, schema: str, table: str, target: TargetTable,
+                               stats: dict[str, Any], upto_ts: int) -> TargetTable:
+        """Columns the table's rows in ``(watermark, upto_ts]`` carry but the table lacks (a table typed from
+        earlier rows that did not carry them): added as nullable columns, like an ADD COLUMN DDL, in one commit whose
+        snapshot keeps the watermark and says why (``tidb.ddl``). Without this their values would be dropped."""
+        from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY
+        from ticdc_lakehouse.mysql_types import column_doc, iceberg_type, parse_type
+
+        layouts = stats.get("layouts")
+        if not layouts or not stats.get("defines_columns", True):
+            return target
+        above = set().union(*[names for names, ts in layouts.items() if target.watermark < ts <= upto_ts] or [set()])
+        missing = [(name, descriptor) for name, descriptor in stats["column_types"]
+                   if name.lower() in above and target.column(name) is None]
+        if not missing:
+            return target
+        jtable = self.ji.load(target.namespace, target.name)
+        tx = jtable.newTransaction()
+        update = tx.updateSchema().caseSensitive(False)
+        for name, descriptor in missing:
+            mysql = parse_type(descriptor)
+            update = update.addColumn(name, self.ji.type_of(iceberg_type(mysql)), column_doc(mysql, None))
+        update.commit()
+        names = ", ".join(name for name, _ in missing)
+        self.ji.commit_marker(tx, self.summary(**{RESOLVED_TS_PROPERTY: target.watermark,
+                                                  "tidb.ddl": f"ADD COLUMN {names} (carried by row images)"}))
+        tx.commitTransaction()
+        log.info("%s.%s: added column(s) %s that its row images carry", schema, table, names)
+        return self.target(schema, table, refresh=True)
 
     def create(self, table_schema, watermark: int, summary: dict[str, str]) -> TargetTable:
         """Create a lake table with its configured write mode and bucketing, its first snapshot at ``watermark``."""
@@ -296,7 +335,14 @@ def run_merge(
         # Decoded once in the executors and kept there (spilling to disk) for every later pass: the stats, the
         # DDL list, one MERGE per table and barrier. Nothing of it goes through the driver.
         collected = stats_accumulator(spark)
-        events = decode_landed(spark, paths, start, protocol, options, collected).persist(StorageLevel.MEMORY_AND_DISK)
+        events = decode_landed(spark, paths, start, protocol, options, collected)
+        if protocol in PROTOCOLS_WITH_MISSING_TS:
+            from ticdc_lakehouse.merge.made_up_ts import fill_made_up_ts
+
+            # with resolved events, a ts at or below the cut would read as applied: the first ts above it
+            resolved = uses_resolved_ts(protocol, cf.resolved_ts)
+            events = fill_made_up_ts(events, checkpoint.resolved_ts + 1 if resolved else 0)
+        events = events.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             try:
                 events.count()  # decodes into the cache; the tasks' aggregates arrive in ``collected``

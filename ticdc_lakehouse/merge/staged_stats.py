@@ -41,6 +41,10 @@ class TableRows:
     layouts: Optional[dict[frozenset[str], int]] = field(default_factory=dict)
     #: the greatest scale of any value of each column typed bare ``decimal`` (no precision on the wire)
     scales: dict[str, int] = field(default_factory=dict)
+    #: the widest types came from a delete's image holding only key columns (TiCDC's
+    #: ``delete-only-output-handle-key-columns``): any other image is preferred to it, and alone it must not
+    #: define the table's columns (the table would keep its key alone)
+    key_only: bool = False
 
     def absorb(self, other: "TableRows") -> None:
         self.rows += other.rows
@@ -48,8 +52,19 @@ class TableRows:
         self.min_ts = min(self.min_ts, other.min_ts)
         self.max_ts = max(self.max_ts, other.max_ts)
         self.layouts = _merge_layouts(self.layouts, other.layouts)
-        if len(other.column_types) > len(self.column_types):
+        if (not other.key_only, len(other.column_types)) > (not self.key_only, len(self.column_types)):
             self.column_types, self.key_columns, self.sample = other.column_types, other.key_columns, other.sample
+            self.key_only = other.key_only
+
+
+def _key_only(event: RowChange) -> bool:
+    """A delete whose image holds key columns only (``delete-only-output-handle-key-columns``)."""
+    return event.after is None and bool(event.key_columns) and event.column_types.keys() <= set(event.key_columns)
+
+
+def _image_rank(event: RowChange) -> tuple[bool, int]:
+    """Which image's types describe a table best: any but a key-only one, then the widest."""
+    return (not _key_only(event), len(event.column_types))
 
 
 def _max_scales(one: dict[str, int], other: dict[str, int]) -> dict[str, int]:
@@ -178,8 +193,9 @@ class StatsFolder:
                 elif ts > entry[2]:
                     entry[2] = ts
                 types = event.column_types
-                if len(types) > len(entry[3].column_types):
-                    entry[3] = event
+                if len(types) > len(entry[3].column_types) or _key_only(entry[3]):
+                    if _image_rank(event) > _image_rank(entry[3]):
+                        entry[3] = event
                 if types is not entry[9][0]:
                     entry[9] = (types, tuple(name for name, desc in types.items() if desc == "decimal"))
                 if entry[9][1]:
@@ -221,7 +237,7 @@ class StatsFolder:
             values = widest.after if widest.after is not None else (widest.before or {})
             part.rows[name] = TableRows(rows, min_ts, max_ts, list(widest.column_types.items()),
                                         list(widest.key_columns), dict(values), layouts if complete else None,
-                                        scales)
+                                        scales, _key_only(widest))
         self._tables = {}
         return part
 
@@ -281,6 +297,7 @@ def finish(part: StatsPart) -> StagedStats:
             "schema": names[key][0], "table": names[key][1], "rows": entry.rows, "min_ts": entry.min_ts,
             "max_ts": entry.max_ts, "column_types": infer_precision(entry.column_types, entry.scales),
             "key_columns": list(entry.key_columns), "layouts": entry.layouts,
+            "defines_columns": not entry.key_only,
         }
     ddls = [part.ddls[position] for position in sorted(part.ddls)]
     return StagedStats(dict(part.resolved), rows, part.failures, part.max_commit_ts, part.events, ddls)
