@@ -12,11 +12,11 @@ from __future__ import annotations
 import glob
 import os
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from ticdc_lakehouse.config import Settings
+from ticdc_lakehouse.config import Settings, is_secret_key, mask_uri_password
 from ticdc_lakehouse.jvm_archive import driver_java_options
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -106,6 +106,11 @@ class SparkPlan:
     app_name: str
     conf: dict[str, str]
     jars: tuple[str, ...]
+    #: settings that carry a secret (the catalog password, a password inside its URI, secret-looking
+    #: ``spark.conf`` keys): never in ``conf``, because pyspark and spark-submit turn ``conf`` into ``--conf`` JVM
+    #: arguments that every user of the machine reads with ``ps``. They are set on the running session
+    #: (:func:`apply_secrets`) before the catalog is first used, so they travel over the Py4J socket only.
+    secrets: dict[str, str] = field(default_factory=dict)
 
 
 def spark_plan(settings: Settings, app_name: Optional[str] = None, *, catalog_tables_exist: bool = False) -> SparkPlan:
@@ -183,7 +188,30 @@ def spark_plan(settings: Settings, app_name: Optional[str] = None, *, catalog_ta
     if settings.catalog_password:
         conf[f"{prefix}.jdbc.password"] = settings.catalog_password
     conf.update({str(k): str(v) for k, v in spark.get("conf", {}).items()})
-    return SparkPlan(master=str(spark["master"]), app_name=app_name or spark["app_name"], conf=conf, jars=jars)
+    secrets = {key: value for key, value in conf.items() if _is_secret_setting(key, value)}
+    public = {key: value for key, value in conf.items() if key not in secrets}
+    return SparkPlan(master=str(spark["master"]), app_name=app_name or spark["app_name"], conf=public, jars=jars,
+                     secrets=secrets)
+
+
+def _is_secret_setting(key: str, value: str) -> bool:
+    """A setting whose name says secret (``...jdbc.password``, ``...secret.key``) or whose value hides a password
+    (``jdbc:postgresql://h/db?password=...``, ``user:pw@host``). The catalog's user name goes with them: it is
+    half of the credential and costs nothing to keep off the command line."""
+    return (is_secret_key(key) or mask_uri_password(value) != value
+            or key.endswith((".jdbc.user", ".jdbc.username")))
+
+
+def apply_secrets(spark, plan: SparkPlan) -> None:
+    """Set ``plan.secrets`` on a running session (before its catalog is first used: Spark reads a catalog's
+    settings when it first loads it). ``spark.hadoop.X`` secrets also go into the Hadoop configuration as ``X``,
+    where file systems look for them."""
+    for key, value in plan.secrets.items():
+        spark.conf.set(key, value)
+        if key.startswith("spark.hadoop."):
+            name = key[len("spark.hadoop."):]
+            spark.conf.set(name, value)
+            spark.sparkContext._jsc.hadoopConfiguration().set(name, value)
 
 
 def sqlite_catalog_initialized(settings: Settings) -> bool:
@@ -233,6 +261,7 @@ def get_spark(settings: Settings, app_name: Optional[str] = None) -> "SparkSessi
     for key, value in plan.conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    apply_secrets(spark, plan)
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -252,6 +281,7 @@ def use_catalog(spark, settings: Settings, plan: Optional[SparkPlan] = None) -> 
     for key, value in plan.conf.items():
         if key.startswith(prefix):
             spark.conf.set(key, value)
+    apply_secrets(spark, plan)
     spark.conf.set("spark.sql.defaultCatalog", settings.catalog_name)
 
 
