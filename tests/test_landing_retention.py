@@ -44,3 +44,14 @@ def test_deleting_keeps_each_partition_contiguous_and_its_landed_end(tmp_path):
     assert real["segments"] == dry["segments"]
     left = list_segments(tmp_path, "cf")[A]
     assert [(s.start, s.end) for s in left] == [(20, 25)] and check_contiguous(left) == []
+
+
+def test_missing_ranges_are_holes_between_segments_and_uncovered_quarantined_offsets():
+    from ticdc_lakehouse.landing.quarantine import missing_ranges, readable_prefix
+
+    segments = _segments(A, [(10, 20), (25, 30), (30, 40)])
+    # a hole between segments, and a quarantined first segment [0, 10) no segment covers any more
+    assert missing_ranges(segments, [(0, 10)]) == [(0, 10), (20, 25)]
+    assert missing_ranges(segments, [(10, 20)]) == [(20, 25)]  # landed again: covered
+    assert readable_prefix(segments, [(20, 25)]) == segments[:1]
+    assert readable_prefix(segments, [(0, 10)]) == [] and readable_prefix(segments, []) == segments

@@ -30,7 +30,9 @@ DEFAULT_CONFIG_FILE = PROJECT_ROOT / "conf" / "lakehouse.toml"
 
 DEFAULTS: dict[str, Any] = {
     "catalog": {"name": "lake", "uri": "", "user": "", "password": "", "warehouse": ""},
-    "landing": {"path": ""},
+    # accept_data_loss: offsets Kafka deleted before they landed are recorded (status shows them) and landing
+    # goes on past them; false (the default) stops those partitions there and the run exits non-zero
+    "landing": {"path": "", "accept_data_loss": False},
     "spark": {
         "master": "local[*]",
         "app_name": "ticdc-lakehouse",

@@ -25,8 +25,17 @@ def land(settings: Settings, changefeed: Optional[str] = None, progress: Progres
     from ticdc_lakehouse.landing import land_from_kafka
 
     cf = settings.changefeed(changefeed)
-    report = land_from_kafka(cf, settings.landing_path, progress=_landing_progress(progress))
+    report = land_from_kafka(cf, settings.landing_path, progress=_landing_progress(progress),
+                             allow_gap=accepts_data_loss(settings))
+    for loss in report.data_loss:
+        if progress is not None:
+            progress(f"DATA LOSS (accepted by landing.accept_data_loss): {loss}")
     return {"ok": True, "changefeed": cf.name, "landing": _landing_summary(report)}
+
+
+def accepts_data_loss(settings: Settings) -> bool:
+    value = settings.raw.get("landing", {}).get("accept_data_loss", False)
+    return value.strip().lower() in ("1", "true", "yes", "on") if isinstance(value, str) else bool(value)
 
 
 def _landing_progress(progress: Progress):
@@ -88,10 +97,40 @@ def backfill(settings: Settings, archive: Path, changefeed: Optional[str] = None
 
 def run_cycle(settings: Settings, changefeed: Optional[str] = None, progress: Progress = None,
               spark=None) -> dict[str, Any]:
-    """One scheduled cycle: land from Kafka, then merge (what ``lakehouse run`` and the DAG do)."""
-    landed = land(settings, changefeed, progress)
+    """One scheduled cycle: land from Kafka, then merge (what ``lakehouse run`` and the DAG do).
+
+    Data loss that is not accepted does not stop the merge of what did land (the lost partitions stop before
+    the loss, so no cut passes it); the run then fails naming the offsets. A merge that finds a landed segment
+    unreadable moves it aside and stops that partition before it: the cycle lands it again from Kafka and merges
+    once more, so one run repairs it when Kafka still has the offsets.
+    """
+    from ticdc_lakehouse.landing.errors import DataLossError
+
+    loss: Optional[DataLossError] = None
+    try:
+        landed = land(settings, changefeed, progress)
+    except DataLossError as exc:
+        loss, landed = exc, {"landing": _landing_summary(exc.report) if exc.report is not None else None}
     merged = merge(settings, changefeed, None, None, progress, spark)
-    return {"ok": merged["ok"], "landing": landed["landing"], "merge": merged["merge"]}
+    moved = merged["merge"]["quarantined"]
+    if moved and loss is None:
+        try:
+            landed = land(settings, changefeed, progress)
+        except DataLossError as exc:
+            loss, landed = exc, {"landing": _landing_summary(exc.report) if exc.report is not None else None}
+        merged = merge(settings, changefeed, None, None, progress, spark)
+        merged["merge"]["quarantined"] = moved + merged["merge"]["quarantined"]
+    result = {"ok": merged["ok"] and loss is None and not merged["merge"]["missing"], "landing": landed["landing"],
+              "merge": merged["merge"]}
+    if loss is not None:
+        result["error"] = str(loss)
+        if progress is not None:
+            progress(f"error: {loss}")
+    elif merged["merge"]["missing"]:
+        result["error"] = ("offsets not landed: " + "; ".join(
+            f"{key} {ranges}" for key, ranges in merged["merge"]["missing"].items())
+            + "; see lakehouse status")
+    return result
 
 
 def skip_message(settings: Settings, position: str, changefeed: Optional[str] = None, spark=None) -> int:
