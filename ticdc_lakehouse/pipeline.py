@@ -23,7 +23,9 @@ def _landing_summary(report) -> dict[str, Any]:
 def land(settings: Settings, changefeed: Optional[str] = None, progress: Progress = None) -> dict[str, Any]:
     """Land every partition of the changefeed's topics up to the end offsets seen at the start."""
     from ticdc_lakehouse.landing import land_from_kafka
+    from ticdc_lakehouse.permissions import apply_umask
 
+    apply_umask(settings)  # the raw change data is owner-only unless storage.umask says otherwise
     cf = settings.changefeed(changefeed)
     report = land_from_kafka(cf, settings.landing_path, progress=_landing_progress(progress),
                              allow_gap=accepts_data_loss(settings))
@@ -77,7 +79,9 @@ def backfill(settings: Settings, archive: Path, changefeed: Optional[str] = None
     """
     from ticdc_lakehouse.landing import land_from_archive
     from ticdc_lakehouse.landing.errors import ArchiveCorruptError
+    from ticdc_lakehouse.permissions import apply_umask
 
+    apply_umask(settings)
     cf = settings.changefeed(changefeed)
     if not Path(archive).is_dir():
         raise FileNotFoundError(f"archive directory {archive} does not exist")

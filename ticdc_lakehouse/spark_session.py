@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Optional
 
 from ticdc_lakehouse.config import Settings, is_secret_key, mask_uri_password
 from ticdc_lakehouse.jvm_archive import driver_java_options
+from ticdc_lakehouse.permissions import HADOOP_UMASK_KEY, apply_umask, effective_umask
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -187,6 +188,8 @@ def spark_plan(settings: Settings, app_name: Optional[str] = None, *, catalog_ta
         conf[f"{prefix}.jdbc.user"] = settings.catalog_user
     if settings.catalog_password:
         conf[f"{prefix}.jdbc.password"] = settings.catalog_password
+    # Hadoop's local file system gives each file it creates 666 minus this, whatever the process umask
+    conf[HADOOP_UMASK_KEY] = f"{effective_umask(settings):03o}"
     conf.update({str(k): str(v) for k, v in spark.get("conf", {}).items()})
     secrets = {key: value for key, value in conf.items() if _is_secret_setting(key, value)}
     public = {key: value for key, value in conf.items() if key not in secrets}
@@ -267,7 +270,9 @@ def get_spark(settings: Settings, app_name: Optional[str] = None) -> "SparkSessi
 
 
 def prepare_local_state(settings: Settings) -> None:
-    """Create ``LAKEHOUSE_HOME`` and the SQLite catalog's directory (the JDBC driver will not)."""
+    """Create ``LAKEHOUSE_HOME`` and the SQLite catalog's directory (the JDBC driver will not), under the
+    deployment's umask (which the JVM started next inherits)."""
+    apply_umask(settings)
     settings.home.mkdir(parents=True, exist_ok=True)
     if settings.catalog_uri.startswith("jdbc:sqlite:"):
         Path(settings.catalog_uri[len("jdbc:sqlite:"):]).parent.mkdir(parents=True, exist_ok=True)
