@@ -166,3 +166,13 @@ def test_the_containers_config_resolves_to_the_production_settings(compose, serv
     assert settings.raw["maintenance"]["schedule"] == "@daily"
     assert "lakehouse" not in str(settings.masked()["catalog"]["password"])
 
+
+
+def test_no_secret_is_on_a_command_line(services):
+    """Command lines are public (``ps`` on the host lists every container's processes): secrets go through the
+    environment or files, never into a service's command, entrypoint or healthcheck, neither as a shell variable
+    (``$$MINIO_ROOT_PASSWORD``) nor interpolated by compose (``${...PASSWORD}``)."""
+    for name, service in services.items():
+        for part in ("command", "entrypoint", "healthcheck"):
+            text = str(service.get(part) or "")
+            assert not re.search(r"PASSWORD|SECRET|KEY\b|TOKEN", text, re.IGNORECASE), f"{name} {part}: {text}"
