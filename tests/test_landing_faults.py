@@ -153,3 +153,34 @@ def test_offsets_deleted_before_the_first_landing_fail_the_land_command_unless_a
 
     losses = landed_view(home, CHANGEFEED).data_loss
     assert [(d["start"], d["end"], d["accepted"]) for d in losses] == [(0, 6, True)]
+
+
+@pytest.mark.spark
+def test_a_truncated_segment_of_a_backfill_is_landed_again_from_the_archive(spark_session, tmp_path):
+    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.landing.segments import partition_segments
+    from ticdc_lakehouse.pipeline import backfill
+    from ticdc_lakehouse.spark_session import use_catalog
+    from ticdc_lakehouse.workload import Workload, write_to_archive
+
+    workload = Workload.started(seed=43, partitions=2, transactions=10)
+    workload.resolve(final=True)
+    archive = tmp_path / "archive"
+    write_to_archive(workload, archive, "ticdc", "open")
+    settings = load_settings(env={"LAKEHOUSE_HOME": str(tmp_path / "home"), "LAKEHOUSE_CONFIG": "",
+                                  "LAKEHOUSE__CATALOG__NAME": "lake_trunc_archive"})
+    use_catalog(spark_session, settings)
+    from ticdc_lakehouse.landing import land_from_archive
+
+    land_from_archive(archive, settings.landing_path, "default")
+    bad = partition_segments(settings.landing_path, "default", "ticdc", 1)[0]
+    with open(bad.path, "r+b") as handle:
+        handle.truncate(100)
+
+    result = backfill(settings, archive, protocol="open", spark=spark_session)
+    assert result["ok"], result
+    assert [(q["partition"], q["start"], q["end"]) for q in result["merge"]["quarantined"]] == \
+        [(1, bad.start, bad.end)]
+    assert [(s.start, s.end) for s in partition_segments(settings.landing_path, "default", "ticdc", 1)] == \
+        [(bad.start, bad.end)]
+    assert_lake_equals_upstream(spark_session, workload, workload.global_resolved_ts())

@@ -85,17 +85,26 @@ def backfill(settings: Settings, archive: Path, changefeed: Optional[str] = None
     cf = settings.changefeed(changefeed)
     if not Path(archive).is_dir():
         raise FileNotFoundError(f"archive directory {archive} does not exist")
-    corrupt: Optional[ArchiveCorruptError] = None
-    try:
-        landing = land_from_archive(archive, settings.landing_path, cf.name, progress=_landing_progress(progress))
-    except ArchiveCorruptError as exc:
-        corrupt = exc
-        landing = getattr(exc, "report", None)
+    def land_archive():
+        try:
+            return land_from_archive(archive, settings.landing_path, cf.name,
+                                     progress=_landing_progress(progress)), None
+        except ArchiveCorruptError as exc:
+            return getattr(exc, "report", None), exc
+
+    landing, corrupt = land_archive()
     fault_point("backfill.after_landing")
     result = merge(settings, cf.name, protocol or cf.protocol, stop_ts, progress, spark)
+    moved = result["merge"]["quarantined"]
+    if moved and corrupt is None:  # a landed segment was unreadable: land it again from the archive
+        landing, corrupt = land_archive()
+        result = merge(settings, cf.name, protocol or cf.protocol, stop_ts, progress, spark)
+        result["merge"]["quarantined"] = moved + result["merge"]["quarantined"]
     result["landing"] = _landing_summary(landing) if landing is not None else None
     if corrupt is not None:
         raise corrupt
+    if result["merge"]["missing"]:
+        result["ok"] = False
     return result
 
 
