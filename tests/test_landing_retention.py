@@ -55,3 +55,24 @@ def test_missing_ranges_are_holes_between_segments_and_uncovered_quarantined_off
     assert missing_ranges(segments, [(10, 20)]) == [(20, 25)]  # landed again: covered
     assert readable_prefix(segments, [(20, 25)]) == segments[:1]
     assert readable_prefix(segments, [(0, 10)]) == [] and readable_prefix(segments, []) == segments
+
+
+def test_a_quarantined_range_landed_again_is_no_hole_after_retention_deletes_it(tmp_path):
+    from ticdc_lakehouse.landing.quarantine import mark_relanded, quarantine, quarantined_ranges, read_quarantined
+
+    def land(start, end):
+        path = segment_path(tmp_path, "cf", "t", 0, start, end)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x")
+        return Segment("t", 0, start, end, path)
+
+    first = land(0, 10)
+    land(10, 20)
+    quarantine(tmp_path, "cf", first, "unreadable")
+    assert not first.path.exists() and quarantined_ranges(tmp_path, "cf") == {A: [(0, 10)]}
+    assert mark_relanded(tmp_path, "cf") == []  # not landed again yet: still a hole
+    land(0, 10)
+    assert [q.start for q in mark_relanded(tmp_path, "cf")] == [0]
+    assert read_quarantined(tmp_path, "cf")[0].relanded
+    first.path.unlink()  # retention, once every merge is past it
+    assert quarantined_ranges(tmp_path, "cf") == {}

@@ -230,7 +230,7 @@ def _quarantined(landing_root: Path, changefeed: str, segments) -> list[dict[str
     rows = []
     for entry in read_quarantined(landing_root, changefeed):
         holes = missing_ranges(segments.get((entry.topic, entry.partition), []), [(entry.start, entry.end)])
-        relanded = not any(a < entry.end and b > entry.start for a, b in holes)
+        relanded = entry.relanded or not any(a < entry.end and b > entry.start for a, b in holes)
         rows.append({**asdict(entry), "relanded": relanded})
     return rows
 

@@ -29,7 +29,7 @@ from . import codecs
 from .errors import ArchiveCorruptError, DataLossError, LandingError
 from .lock import landing_lock
 from .progress import DataLoss, LandingReport, PartitionLanding, ProgressFn, notify
-from .quarantine import missing_ranges, quarantined_ranges
+from .quarantine import mark_relanded, missing_ranges, quarantined_ranges
 from .segments import SegmentWriter, clean_temp_files, landed_end, partition_segments, write_partition_count
 
 log = logging.getLogger("ticdc_lakehouse.landing.archive")
@@ -325,6 +325,7 @@ def land_from_archive(
             notify(progress, item)
             if failure is not None:
                 failures.append(failure)
+        mark_relanded(landing_root, changefeed_name)
     report.seconds = time.monotonic() - began
     if failures:
         more = f" ({len(failures) - 1} more damaged file(s): " + ", ".join(

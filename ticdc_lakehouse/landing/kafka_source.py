@@ -33,7 +33,7 @@ from ..config import ChangefeedConfig, mask_secrets
 from .errors import DataLossError, LandingError, LandingTimeoutError
 from .lock import landing_lock
 from .progress import DataLoss, LandingReport, PartitionLanding, ProgressFn, notify
-from .quarantine import missing_ranges, quarantined_ranges
+from .quarantine import mark_relanded, missing_ranges, quarantined_ranges
 from .segments import (
     BackgroundWrites,
     SegmentWriter,
@@ -585,6 +585,7 @@ def land_from_kafka(
                                  parallel, commit_offsets=False).run(holes)
                 _RangeReader(consumer, landing_root, changefeed.name, report, errors, timeout_s, progress,
                              parallel).run(work)
+                mark_relanded(landing_root, changefeed.name)
             except LandingError as exc:
                 exc.report = report
                 raise

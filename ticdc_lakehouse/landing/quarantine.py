@@ -17,13 +17,13 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Iterable, Mapping, Optional, Sequence
 
 import pyarrow.parquet as pq
 
-from .segments import LANDED_SCHEMA, Segment, changefeed_dir, fsync_dir, write_atomically
+from .segments import LANDED_SCHEMA, Segment, changefeed_dir, fsync_dir, partition_segments, write_atomically
 
 QUARANTINE_DIR = "_quarantine"
 QUARANTINE_FILE = "_quarantine.json"
@@ -42,6 +42,8 @@ class Quarantined:
     file: str  # where the damaged file is now
     reason: str
     at_ms: int
+    relanded: bool = False  # set by the landing run that filled the range again: retention may delete it later
+
 
     def __str__(self) -> str:
         return f"{self.topic}/{self.partition} offsets [{self.start}, {self.end}): {self.reason}; moved to {self.file}"
@@ -144,10 +146,31 @@ class LandedCheck:
 
 
 def quarantined_ranges(landing_root: Path | str, changefeed: str) -> dict[PartitionKey, list[tuple[int, int]]]:
+    """The quarantined ranges not landed again yet, per partition."""
     ranges: dict[PartitionKey, list[tuple[int, int]]] = {}
     for entry in read_quarantined(landing_root, changefeed):
-        ranges.setdefault((entry.topic, entry.partition), []).append((entry.start, entry.end))
+        if not entry.relanded:
+            ranges.setdefault((entry.topic, entry.partition), []).append((entry.start, entry.end))
     return ranges
+
+
+def mark_relanded(landing_root: Path | str, changefeed: str) -> list[Quarantined]:
+    """Record which quarantined ranges a landing run filled (call it holding the landing lock); returns them.
+
+    Once recorded, a range is no longer a hole even after landing retention deletes the segments over it."""
+    entries = read_quarantined(landing_root, changefeed)
+    done = []
+    for index, entry in enumerate(entries):
+        if entry.relanded:
+            continue
+        segments = partition_segments(landing_root, changefeed, entry.topic, entry.partition)
+        if segments and not missing_ranges(segments, [(entry.start, entry.end)]):
+            entries[index] = replace(entry, relanded=True)
+            done.append(entries[index])
+    if done:
+        write_atomically(quarantine_path(landing_root, changefeed),
+                         json.dumps([asdict(q) for q in entries], indent=1).encode())
+    return done
 
 
 def check_landed(landing_root: Path | str, changefeed: str, segments: Mapping[PartitionKey, Sequence[Segment]],
