@@ -52,13 +52,23 @@ def _produce_workload(bootstrap: str, topic: str, seed: int):
     return workload
 
 
-def _truncate_first_segment(settings, topic: str, partition: int):
+def _truncate_first_segment(settings, topic: str, partition: int, how: str = "truncate"):
+    """Cut the partition's first segment short, or (``"page"``) overwrite the header of its first data page: the
+    footer still reads, only Spark's read of the page fails."""
+    import pyarrow.parquet as pq
+
     from ticdc_lakehouse.landing.segments import partition_segments
 
     segment = partition_segments(settings.landing_path, CHANGEFEED, topic, partition)[0]
     size = segment.path.stat().st_size
+    value_column = pq.ParquetFile(segment.path).metadata.schema.names.index("value")
+    page = pq.ParquetFile(segment.path).metadata.row_group(0).column(value_column).data_page_offset
     with open(segment.path, "r+b") as handle:
-        handle.truncate(size // 2)
+        if how == "truncate":
+            handle.truncate(size // 2)
+        else:
+            handle.seek(page)
+            handle.write(b"\xff" * 24)
     return segment
 
 
@@ -69,17 +79,19 @@ def _delete_records(bootstrap: str, topic: str, partition: int, before: int) -> 
 
 
 @pytest.mark.spark
-def test_a_truncated_segment_is_moved_aside_landed_again_and_merged(spark_session, tmp_path, kafka_broker):  # noqa: F811
+@pytest.mark.parametrize("damage", ["truncate", "page"])
+def test_a_truncated_segment_is_moved_aside_landed_again_and_merged(spark_session, tmp_path, kafka_broker,  # noqa: F811
+                                                                    damage):
     from ticdc_lakehouse.pipeline import land, run_cycle
     from ticdc_lakehouse.spark_session import use_catalog
     from ticdc_lakehouse.status import collect_status, render_status
 
     topic = unique_topic("truncated")
     workload = _produce_workload(kafka_broker, topic, seed=41)
-    settings = _settings(tmp_path, kafka_broker, topic, "lake_trunc")
+    settings = _settings(tmp_path, kafka_broker, topic, f"lake_trunc_{damage}")
     use_catalog(spark_session, settings)
     land(settings, CHANGEFEED)
-    bad = _truncate_first_segment(settings, topic, 0)
+    bad = _truncate_first_segment(settings, topic, 0, damage)
 
     messages: list[str] = []
     result = run_cycle(settings, CHANGEFEED, progress=messages.append, spark=spark_session)
@@ -87,13 +99,14 @@ def test_a_truncated_segment_is_moved_aside_landed_again_and_merged(spark_sessio
     moved = result["merge"]["quarantined"] or []
     assert [(q["topic"], q["partition"], q["start"], q["end"]) for q in moved] == \
         [(topic, 0, bad.start, bad.end)]
-    assert "unreadable Parquet file" in moved[0]["reason"]
+    reason = "unreadable Parquet file" if damage == "truncate" else "Spark could not read it: "
+    assert reason in moved[0]["reason"] and "\n" not in moved[0]["reason"]
     assert Path(moved[0]["file"]).is_file() and bad.path.is_file()  # kept aside; the range landed again
     assert any(m.startswith("QUARANTINED landed segment") for m in messages)
     assert_lake_equals_upstream(spark_session, workload, workload.global_resolved_ts())
 
     text = render_status(collect_status(settings, CHANGEFEED, kafka=False, spark=spark_session))
-    assert f"QUARANTINED segment {topic}/0 offsets [{bad.start}, {bad.end}): unreadable Parquet file" in text
+    assert f"QUARANTINED segment {topic}/0 offsets [{bad.start}, {bad.end}): {reason}" in text
     assert "landed again" in text and "LANDING PROBLEM" not in text
 
 

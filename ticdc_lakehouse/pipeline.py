@@ -70,6 +70,22 @@ def merge(settings: Settings, changefeed: Optional[str] = None, protocol: Option
     return {"ok": not report.halted and not report.held, "merge": report.as_dict()}
 
 
+def _merge_or_moved(settings: Settings, changefeed: str, protocol: Optional[str], stop_ts: Optional[int],
+                    progress: Progress, spark) -> dict[str, Any]:
+    """:func:`merge`; a landed segment Spark could not read (moved aside by the merge) makes a result that says so
+    instead of an error, so the caller lands it again and merges once more."""
+    from dataclasses import asdict
+
+    from ticdc_lakehouse.landing.quarantine import SegmentQuarantined
+
+    try:
+        return merge(settings, changefeed, protocol, stop_ts, progress, spark)
+    except SegmentQuarantined as exc:
+        if progress is not None:
+            progress(f"QUARANTINED {exc}")
+        return {"ok": False, "merge": {"quarantined": [asdict(exc.entry)], "missing": {}}}
+
+
 def backfill(settings: Settings, archive: Path, changefeed: Optional[str] = None, protocol: Optional[str] = None,
              stop_ts: Optional[int] = None, progress: Progress = None, spark=None) -> dict[str, Any]:
     """Land an archived topic (Kafka log segments) incrementally, then merge it.
@@ -94,7 +110,7 @@ def backfill(settings: Settings, archive: Path, changefeed: Optional[str] = None
 
     landing, corrupt = land_archive()
     fault_point("backfill.after_landing")
-    result = merge(settings, cf.name, protocol or cf.protocol, stop_ts, progress, spark)
+    result = _merge_or_moved(settings, cf.name, protocol or cf.protocol, stop_ts, progress, spark)
     moved = result["merge"]["quarantined"]
     if moved and corrupt is None:  # a landed segment was unreadable: land it again from the archive
         landing, corrupt = land_archive()
@@ -124,7 +140,7 @@ def run_cycle(settings: Settings, changefeed: Optional[str] = None, progress: Pr
         landed = land(settings, changefeed, progress)
     except DataLossError as exc:
         loss, landed = exc, {"landing": _landing_summary(exc.report) if exc.report is not None else None}
-    merged = merge(settings, changefeed, None, None, progress, spark)
+    merged = _merge_or_moved(settings, changefeed, None, None, progress, spark)
     moved = merged["merge"]["quarantined"]
     if moved and loss is None:
         try:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -198,3 +199,26 @@ def check_landed(landing_root: Path | str, changefeed: str, segments: Mapping[Pa
         if prefix:
             result[key] = prefix
     return LandedCheck(result, moved, missing)
+
+
+class SegmentQuarantined(RuntimeError):
+    """Spark could not read a landed segment that looked whole (a damaged page, not a lost footer): the merge moved
+    it aside and committed nothing; the next landing run lands its offsets again."""
+
+    def __init__(self, entry: Quarantined) -> None:
+        super().__init__(f"landed segment {entry}; nothing was committed: the next `lakehouse run` (or `lakehouse "
+                         "land`) lands these offsets again from Kafka")
+        self.entry = entry
+
+
+_JAVA_ERROR = re.compile(r"([\w.$]+(?:Exception|Error)): ([^\n]*)")
+
+
+def unreadable_segment_in(error_text: str, segments: Iterable[Segment]) -> Optional[tuple[Segment, str]]:
+    """The landed segment a Spark read error names, with the error's own line (not Spark's wrapper), if any."""
+    for segment in segments:
+        if str(segment.path) in error_text:
+            causes = [f"{kind.rsplit('.', 1)[-1]}: {text}" for kind, text in _JAVA_ERROR.findall(error_text)
+                      if not kind.endswith(("SparkException", "Py4JJavaError"))]
+            return segment, f"Spark could not read it: {(causes or ['read failed'])[0][:200]}"
+    return None

@@ -234,7 +234,12 @@ def run_merge(
     ``take_lock=False`` when the caller already holds the changefeed lock (taken before Spark starts, so a
     second merge fails in a second, not after a JVM start); the driver lock is taken here either way, before any
     state is read (``locks.driver_lock``: a killed run's JVM may still be committing)."""
-    from ticdc_lakehouse.landing.quarantine import check_landed
+    from ticdc_lakehouse.landing.quarantine import (
+        SegmentQuarantined,
+        check_landed,
+        quarantine,
+        unreadable_segment_in,
+    )
     from ticdc_lakehouse.landing.segments import known_partitions, landed_topics, list_segments
     from ticdc_lakehouse.locks import changefeed_lock, driver_lock
 
@@ -283,6 +288,9 @@ def run_merge(
                 unavailable = source_unavailable_in(exc)  # e.g. the schema registry is down: nothing committed
                 if unavailable is not None:
                     raise unavailable from None
+                damaged = unreadable_segment_in(str(exc), (s for segs in segments.values() for s in segs))
+                if damaged is not None:  # a page the footer check cannot see: moved aside, nothing committed
+                    raise SegmentQuarantined(quarantine(settings.landing_path, cf.name, *damaged)) from None
                 raise
             stats = finish(collected.value)
             _merge_staged(spark, settings, cf.name, protocol, state, checkpoint, events, stats, partitions,
