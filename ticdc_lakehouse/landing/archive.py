@@ -312,7 +312,8 @@ def land_from_archive(
                 if hole_start < first:
                     report.data_loss.append(DataLoss(
                         topic, partition, hole_start, min(hole_end, first),
-                        f"a landed segment of these offsets was unreadable or deleted and the archive starts at {first}"))
+                        f"a landed segment of these offsets was unreadable or deleted and the archive starts at "
+                        f"{first}"))
                     continue
                 refill, failure = _land_partition(files, landing_root, changefeed_name, topic, partition,
                                                   hole_start, report, stop=hole_end)
