@@ -179,3 +179,13 @@ def test_the_image_runs_the_engine_make_setup_installs(compose):
     assert "LAKEHOUSE_JVM_JARS=/opt/lakehouse-jars" in build
     assert ".jar" not in build and "hadoop-aws" not in build
     assert "COPY --chown=airflow:root jvm /opt/lakehouse/jvm" in build
+
+
+def test_no_secret_is_on_a_command_line(services):
+    """Command lines are public (``ps`` on the host lists every container's processes): secrets go through the
+    environment or files, never into a service's command, entrypoint or healthcheck, neither as a shell variable
+    (``$$MINIO_ROOT_PASSWORD``) nor interpolated by compose (``${...PASSWORD}``)."""
+    for name, service in services.items():
+        for part in ("command", "entrypoint", "healthcheck"):
+            text = str(service.get(part) or "")
+            assert not re.search(r"PASSWORD|SECRET|KEY\b|TOKEN", text, re.IGNORECASE), f"{name} {part}: {text}"

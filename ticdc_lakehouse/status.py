@@ -181,6 +181,7 @@ class LandedView:
     ends: dict[PartitionKey, Optional[int]]
     problems: list[str]
     data_loss: list[dict[str, Any]]
+    quarantined: list[dict[str, Any]] = field(default_factory=list)
 
 
 def landed_view(landing_root: Path, changefeed: str) -> LandedView:
@@ -213,8 +214,25 @@ def landed_view(landing_root: Path, changefeed: str) -> LandedView:
             except (OSError, ValueError) as exc:
                 problems.append(f"{topic}: unreadable {DATA_LOSS_FILE}: {exc}")
                 continue
-            losses += [{"topic": topic, **entry} for entry in entries]
-    return LandedView(topics, starts, ends, problems, losses)
+            accepted = {(e.get("partition"), e.get("start"), e.get("end")) for e in entries if e.get("accepted", True)}
+            losses += [{"topic": topic, **entry, "accepted": entry.get("accepted", True)} for entry in entries
+                       if entry.get("accepted", True)
+                       or (entry.get("partition"), entry.get("start"), entry.get("end")) not in accepted]
+    return LandedView(topics, starts, ends, problems, losses, _quarantined(landing_root, changefeed, segments))
+
+
+def _quarantined(landing_root: Path, changefeed: str, segments) -> list[dict[str, Any]]:
+    """Segments moved aside as unreadable, each with whether its offsets are landed again."""
+    from dataclasses import asdict
+
+    from ticdc_lakehouse.landing.quarantine import missing_ranges, read_quarantined
+
+    rows = []
+    for entry in read_quarantined(landing_root, changefeed):
+        holes = missing_ranges(segments.get((entry.topic, entry.partition), []), [(entry.start, entry.end)])
+        relanded = entry.relanded or not any(a < entry.end and b > entry.start for a, b in holes)
+        rows.append({**asdict(entry), "relanded": relanded})
+    return rows
 
 
 def partition_rows(
@@ -431,6 +449,7 @@ def _changefeed_status(settings: Settings, spark, ji, name: str, kafka: bool, co
         },
         "landing_problems": landed.problems,
         "data_loss": landed.data_loss,
+        "quarantined": landed.quarantined,
         "tables": lake.tables,
         "halted": lake.halted,
         "dead_letters": lake.dead_letters,
@@ -557,8 +576,16 @@ def _render_changefeed(feed: Mapping[str, Any]) -> list[str]:
     for problem in feed["landing_problems"]:
         out.append(f"  LANDING PROBLEM: {problem}")
     for loss in feed["data_loss"]:
+        verdict = ("accepted" if loss.get("accepted", True) else
+                   "NOT accepted: the partition is not landed past it; restore the offsets from an archive or set "
+                   "landing.accept_data_loss = true")
         out.append(f"  DATA LOSS: {loss.get('topic')}/{loss.get('partition')} offsets "
-                   f"[{loss.get('start')}, {loss.get('end')}): {loss.get('reason')}")
+                   f"[{loss.get('start')}, {loss.get('end')}): {loss.get('reason')} ({verdict})")
+    for entry in feed.get("quarantined", ()):
+        state = ("landed again" if entry["relanded"] else
+                 "not landed again yet: the merge stops this partition there; `lakehouse land` re-lands it")
+        out.append(f"  QUARANTINED segment {entry['topic']}/{entry['partition']} offsets [{entry['start']}, "
+                   f"{entry['end']}): {entry['reason']}; moved to {entry['file']}; {state}")
     if feed["tables"]:
         out.append(_grid(
             ["table", "watermark", "watermark time (UTC)", "watermark snapshot", "current snapshot", "rows in files",

@@ -107,6 +107,11 @@ class MergeReport:
     no_resolved_events: list[str] = field(default_factory=list)
     #: row changes newly landed with a commit ts at or below the committed cut (see merge.below_cut)
     below_cut: dict[str, Any] = field(default_factory=lambda: {"late": 0, "replay": 0, "tables": []})
+    #: landed segments this run found unreadable and moved aside (see landing/quarantine.py)
+    quarantined: list[dict[str, Any]] = field(default_factory=list)
+    #: offsets that should be landed but are not ("topic/partition" -> [[start, end), ...]): the partition is
+    #: merged up to the first of them only, until landing fills them (or records them as data loss)
+    missing: dict[str, list[list[int]]] = field(default_factory=dict)
     seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
@@ -298,6 +303,12 @@ def run_merge(
     ``take_lock=False`` when the caller already holds the changefeed lock (taken before Spark starts, so a
     second merge fails in a second, not after a JVM start); the driver lock is taken here either way, before any
     state is read (``locks.driver_lock``: a killed run's JVM may still be committing)."""
+    from ticdc_lakehouse.landing.quarantine import (
+        SegmentQuarantined,
+        check_landed,
+        quarantine,
+        unreadable_segment_in,
+    )
     from ticdc_lakehouse.landing.segments import known_partitions, landed_topics, list_segments
     from ticdc_lakehouse.locks import changefeed_lock, driver_lock
 
@@ -311,13 +322,16 @@ def run_merge(
         checkpoint = state.latest_checkpoint(cf.name)
         run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
         report = MergeReport(cf.name, run_id, protocol, checkpoint.resolved_ts, checkpoint.resolved_ts)
-        segments = list_segments(settings.landing_path, cf.name)
+        start = checkpoint.restart_offsets
+        # damaged segments are moved aside before Spark reads any; each partition is read up to its first hole
+        landed = check_landed(settings.landing_path, cf.name, list_segments(settings.landing_path, cf.name), start)
+        _report_landed_check(landed, report, say)
+        segments = landed.segments
         partitions = {
             (topic, p) for topic in landed_topics(settings.landing_path, cf.name)
             for p in known_partitions(settings.landing_path, cf.name, topic)
         } | set(segments)
         landed_end = {key: segs[-1].end for key, segs in segments.items() if segs}
-        start = checkpoint.restart_offsets
         paths = [
             str(seg.path) for key, segs in segments.items() for seg in segs if seg.end > start.get(key, 0)
         ]
@@ -350,6 +364,9 @@ def run_merge(
                 unavailable = source_unavailable_in(exc)  # e.g. the schema registry is down: nothing committed
                 if unavailable is not None:
                     raise unavailable from None
+                damaged = unreadable_segment_in(str(exc), (s for segs in segments.values() for s in segs))
+                if damaged is not None:  # a page the footer check cannot see: moved aside, nothing committed
+                    raise SegmentQuarantined(quarantine(settings.landing_path, cf.name, *damaged)) from None
                 raise
             stats = finish(collected.value)
             _merge_staged(spark, settings, cf.name, protocol, state, checkpoint, events, stats, partitions,
@@ -358,6 +375,19 @@ def run_merge(
             events.unpersist()
     report.seconds = time.monotonic() - started
     return report
+
+
+def _report_landed_check(landed, report: MergeReport, say) -> None:
+    from dataclasses import asdict
+
+    for entry in landed.quarantined:
+        report.quarantined.append(asdict(entry))
+        say(f"QUARANTINED landed segment {entry}; the next landing run lands these offsets again from Kafka")
+    for (topic, partition), ranges in sorted(landed.missing.items()):
+        report.missing[f"{topic}/{partition}"] = [list(r) for r in ranges]
+        first = ranges[0]
+        say(f"{topic}/{partition}: offsets [{first[0]}, {first[1]}) are not landed: merging this partition up to "
+            f"offset {first[0]} only; `lakehouse land` lands them again (or reports them as data loss)")
 
 
 def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, events, stats: StagedStats, partitions,
