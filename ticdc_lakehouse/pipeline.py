@@ -56,7 +56,7 @@ def merge(settings: Settings, changefeed: Optional[str] = None, protocol: Option
     with changefeed_lock(settings, name):  # before Spark starts: a second merge fails at once
         session = spark or get_spark(settings, "lakehouse-merge")
         report = run_merge(session, settings, name, protocol, stop_ts, progress, take_lock=False)
-    return {"ok": not report.halted and not report.held, "merge": report.as_dict()}
+    return {"ok": not report.halted and not report.held, "catalog": settings.catalog_name, "merge": report.as_dict()}
 
 
 def backfill(settings: Settings, archive: Path, changefeed: Optional[str] = None, protocol: Optional[str] = None,
@@ -91,7 +91,7 @@ def run_cycle(settings: Settings, changefeed: Optional[str] = None, progress: Pr
     """One scheduled cycle: land from Kafka, then merge (what ``lakehouse run`` and the DAG do)."""
     landed = land(settings, changefeed, progress)
     merged = merge(settings, changefeed, None, None, progress, spark)
-    return {"ok": merged["ok"], "landing": landed["landing"], "merge": merged["merge"]}
+    return {"ok": merged["ok"], "catalog": merged["catalog"], "landing": landed["landing"], "merge": merged["merge"]}
 
 
 def skip_message(settings: Settings, position: str, changefeed: Optional[str] = None, spark=None) -> int:

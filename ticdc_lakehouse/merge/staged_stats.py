@@ -39,9 +39,12 @@ class TableRows:
     #: the column sets (lower case) of the insert and update images, each with the greatest commit ts it had;
     #: None when some image lacked a value for a column it typed, or there were too many sets to keep
     layouts: Optional[dict[frozenset[str], int]] = field(default_factory=dict)
+    #: row events per op (I/U/D): only reported (the run's summary), so a re-run task's over-count is harmless
+    ops: dict[str, int] = field(default_factory=dict)
 
     def absorb(self, other: "TableRows") -> None:
         self.rows += other.rows
+        self.ops = {op: self.ops.get(op, 0) + other.ops.get(op, 0) for op in {*self.ops, *other.ops}}
         self.min_ts = min(self.min_ts, other.min_ts)
         self.max_ts = max(self.max_ts, other.max_ts)
         self.layouts = _merge_layouts(self.layouts, other.layouts)
@@ -140,7 +143,7 @@ class StatsFolder:
         self.part = StatsPart()
         # per (schema, table): [rows, min ts, max ts, widest event, {column set of insert/update images: their
         # greatest ts}, every such image had all its typed columns, the types dict of the last image, its
-        # column set] (a list: updated in place for every row)
+        # column set, {op: row events}] (a list: updated in place for every row)
         self._tables: dict[tuple[str, str], list] = {}
 
     def add(self, events: Iterable[Event]) -> None:
@@ -153,8 +156,10 @@ class StatsFolder:
                 ts = event.commit_ts
                 entry = tables.get((event.schema, event.table))
                 if entry is None:
-                    entry = tables[(event.schema, event.table)] = [0, ts, ts, event, {}, True, None, None]
+                    entry = tables[(event.schema, event.table)] = [0, ts, ts, event, {}, True, None, None, {}]
                 entry[0] += 1
+                ops = entry[8]
+                ops[event.op] = ops.get(event.op, 0) + 1
                 if ts < entry[1]:
                     entry[1] = ts
                 elif ts > entry[2]:
@@ -194,11 +199,11 @@ class StatsFolder:
     def finish(self) -> StatsPart:
         """The part to hand to the accumulator (plain data: it is pickled to the driver)."""
         part = self.part
-        for name, (rows, min_ts, max_ts, widest, layouts, complete, _, _) in self._tables.items():
+        for name, (rows, min_ts, max_ts, widest, layouts, complete, _, _, ops) in self._tables.items():
             part.max_commit_ts = max(part.max_commit_ts, max_ts)
             values = widest.after if widest.after is not None else (widest.before or {})
             part.rows[name] = TableRows(rows, min_ts, max_ts, list(widest.column_types.items()),
-                                        list(widest.key_columns), dict(values), layouts if complete else None)
+                                        list(widest.key_columns), dict(values), layouts if complete else None, ops)
         self._tables = {}
         return part
 
@@ -245,7 +250,7 @@ def finish(part: StatsPart) -> StagedStats:
         rows[key] = {
             "schema": names[key][0], "table": names[key][1], "rows": entry.rows, "min_ts": entry.min_ts,
             "max_ts": entry.max_ts, "column_types": infer_precision(entry.column_types, entry.sample),
-            "key_columns": list(entry.key_columns), "layouts": entry.layouts,
+            "key_columns": list(entry.key_columns), "layouts": entry.layouts, "ops": dict(entry.ops),
         }
     ddls = [part.ddls[position] for position in sorted(part.ddls)]
     return StagedStats(dict(part.resolved), rows, part.failures, part.max_commit_ts, part.events, ddls)
