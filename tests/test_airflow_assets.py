@@ -150,3 +150,35 @@ def test_table_cut_sensor_passes_at_once_when_the_cut_is_there(backfilled):
     dagrun = dag.test()
     assert task_states(dagrun) == {"wait": "success"}
     assert xcom(dagrun, "wait")["deferred"] is False
+
+
+def test_triggers_serialize_and_a_kafka_check_that_fails_ends_the_wait_with_its_reason(tmp_path, monkeypatch):
+    """The triggerer rebuilds a trigger from ``serialize()``; a broker nobody answers on fails the sensor with the
+    reason (a trigger event), not a silent endless wait."""
+    import asyncio
+    import importlib
+    import socket
+
+    from lakehouse_airflow.triggers import KafkaLagTrigger, TableCutTrigger
+
+    for trigger in (TableCutTrigger("shop.orders", 5, config_file="/c.toml", poll_interval=2),
+                    KafkaLagTrigger("shop", 3, config_file="/c.toml", kafka_timeout_s=1, poll_interval=2)):
+        path, kwargs = trigger.serialize()
+        module, _, name = path.rpartition(".")
+        again = getattr(importlib.import_module(module), name)(**kwargs)
+        assert again.serialize() == (path, kwargs)
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = tmp_path / "lakehouse.toml"
+    config.write_text(f'[changefeeds.shop]\ntopics = ["t"]\nbootstrap_servers = "127.0.0.1:{port}"\n')
+    monkeypatch.setenv("LAKEHOUSE_HOME", str(tmp_path / "home"))
+
+    async def first_event():
+        trigger = KafkaLagTrigger("shop", 1, config_file=str(config), kafka_timeout_s=1, poll_interval=1)
+        async for event in trigger.run():
+            return event.payload
+
+    payload = asyncio.run(asyncio.wait_for(first_event(), 60))
+    assert payload["status"] == "error" and payload["message"].startswith("Kafka lag of changefeed shop: ")
