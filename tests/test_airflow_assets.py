@@ -182,3 +182,17 @@ def test_triggers_serialize_and_a_kafka_check_that_fails_ends_the_wait_with_its_
 
     payload = asyncio.run(asyncio.wait_for(first_event(), 60))
     assert payload["status"] == "error" and payload["message"].startswith("Kafka lag of changefeed shop: ")
+
+
+def test_merge_task_with_a_wrong_protocol_fails_at_once_in_one_line(tmp_path, monkeypatch):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from lakehouse_airflow.operators import MergeChangefeedOperator
+
+    monkeypatch.setenv("LAKEHOUSE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("LAKEHOUSE_CONFIG", str(tmp_path / "none.toml"))
+    (tmp_path / "none.toml").write_text("")
+    task = MergeChangefeedOperator(task_id="merge", changefeed="shop", protocol="opn")
+    with pytest.raises(AirflowFailException) as failure:  # no retries, no Spark session started
+        task.execute({})
+    assert str(failure.value).startswith("unknown protocol 'opn' (task merge: protocol); use one of ")

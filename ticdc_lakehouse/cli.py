@@ -312,6 +312,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
         stream=sys.stderr,
     )
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # -v is for our steps, not every py4j call and callback
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

@@ -111,11 +111,12 @@ def check_brokers(servers: str, changefeed: str, timeout: float = BROKER_TIMEOUT
 
 
 def preflight(settings: Settings, changefeed: Optional[str] = None, protocol: Optional[str] = None,
-              kafka: bool = False, archive: Optional[Path] = None) -> None:
-    """Every check a command needs before it starts work (see the module doc)."""
+              kafka: bool = False, archive: Optional[Path] = None, protocol_given_as: str = "--protocol") -> None:
+    """Every check a command needs before it starts work (see the module doc); ``protocol_given_as`` names where
+    ``protocol`` came from in the message."""
     cf = settings.changefeed(changefeed)
     if protocol:
-        check_protocol(protocol, "--protocol")
+        check_protocol(protocol, protocol_given_as)
     check_protocol(cf.protocol, f"changefeeds.{cf.name}.protocol")
     if archive is not None and not Path(archive).is_dir():
         raise PreflightError(f"archive directory {archive} does not exist; give --archive the directory that "

@@ -255,6 +255,12 @@ class MergeChangefeedOperator(_SettingsMixin, SparkSubmitOperator):
         settings = hook.get_settings(text_or_none(self.changefeed))
         name = settings.changefeed(text_or_none(self.changefeed)).name
         protocol = text_or_none(self.protocol)
+        from ticdc_lakehouse.preflight import PreflightError, preflight
+
+        try:  # a wrong protocol or an unwritable catalog path: retrying cannot fix it, fail now in one line
+            preflight(settings, name, protocol, protocol_given_as=f"task {self.task_id}: protocol")
+        except PreflightError as exc:
+            raise AirflowFailException(str(exc)) from None
         mode = self.submit or settings.spark.get("submit", IN_PROCESS)
         if mode == IN_PROCESS:
             from ticdc_lakehouse.pipeline import merge
