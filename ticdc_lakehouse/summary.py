@@ -45,10 +45,16 @@ def phase_line(phases: Mapping[str, float], total: float) -> str:
     return f"time: {', '.join(parts)} (total {total:.1f} s)" if parts else f"time: {total:.1f} s"
 
 
-def render_summary(result: Mapping[str, Any]) -> str:
-    """The summary of a pipeline result (``pipeline.backfill``/``run_cycle``/``merge``)."""
+def cut_time(tso: int) -> str:
+    """The upstream wall-clock time of a TSO, to the millisecond: ``2026-11-01 08:00:37.822 UTC``."""
     from ticdc_lakehouse.status import tso_time
 
+    iso = tso_time(tso)
+    return f"{iso[:23].replace('T', ' ')} UTC" if iso else "time unknown"
+
+
+def render_summary(result: Mapping[str, Any]) -> str:
+    """The summary of a pipeline result (``pipeline.backfill``/``run_cycle``/``merge``)."""
     merge = result.get("merge") or {}
     landing = result.get("landing") or {}
     phases = dict(merge.get("phases") or {})
@@ -63,7 +69,7 @@ def render_summary(result: Mapping[str, Any]) -> str:
                      f"new segment(s)")
     if cut:
         moved = "" if cut != merge.get("previous_resolved_ts") else " (unchanged: nothing new was resolved)"
-        lines.append(f"{name}: consistent up to TSO {cut} ({tso_time(cut) or '?'} UTC){moved}")
+        lines.append(f"{name}: consistent up to TSO {cut} ({cut_time(cut)}){moved}")
     else:
         lines.append(f"{name}: no cut yet (no resolved ts landed)")
     events = int(merge.get("events_read") or 0)
