@@ -38,7 +38,7 @@ from ticdc_lakehouse.local_frame import local_frame
 from ticdc_lakehouse.merge import ddl_apply
 from ticdc_lakehouse.merge.changes import table_rows
 from ticdc_lakehouse.merge.decode_stage import decode_landed, source_unavailable_in, stats_accumulator
-from ticdc_lakehouse.merge.flush import flush_table
+from ticdc_lakehouse.merge.flush import FlushResult, flush_table
 from ticdc_lakehouse.merge.plan import (
     DDLRecord,
     PartitionKey,
@@ -147,8 +147,9 @@ class RunContext:
         if self.report is not None:
             self.report.halted.append({"table": f"{schema}.{table}", "ddl_ts": ts, "query": query, "reason": reason})
 
-    def flush(self, schema: str, table: str, upto_ts: int, create_missing: bool = True) -> None:
-        """Merge the table's rows below ``upto_ts`` (inclusive), unless it is halted below that.
+    def flush(self, schema: str, table: str, upto_ts: int, create_missing: bool = True) -> Optional[FlushResult]:
+        """Merge the table's rows below ``upto_ts`` (inclusive), unless it is halted below that; None when there
+        is no table to merge into.
 
         ``create_missing``: a table with rows but no CREATE TABLE seen is created from the rows' types (only for
         the final flush: before a DDL, a missing table is the one the DDL is about to create)."""
@@ -182,6 +183,7 @@ class RunContext:
             self.report.count_apply(result.table, result.written, result.removed, time.monotonic() - started)
             if stats:
                 self.report.tables[result.table]["events"] = dict(stats.get("ops") or {})
+        return result
 
     def has_rows(self, key: TableKey, lower: int, upto_ts: int) -> bool:
         """Whether the table has rows with ``lower < commit_ts <= upto_ts``, so a DDL barrier with nothing before
@@ -414,33 +416,36 @@ def flush_concurrently(ctx: RunContext, tables: list[tuple[str, str]], upto_ts: 
     table's flush stays one sequential unit. Every table is attempted even when one fails (one broken table must
     not hold the others back); the first failure is raised afterwards, before the checkpoint, and the rerun
     continues from each table's own watermark. The py4j callback server must already run (see ``commit``).
-    ``say`` hears each table's start and end (rows written/removed) and, meanwhile, Spark's task counts."""
+    ``say`` hears each table whose rows were merged as it finishes (rows written/removed, from the report) and,
+    meanwhile, Spark's task counts."""
+    import itertools
+
     from ticdc_lakehouse.progress import spark_tasks
 
     total = len(tables)
+    finished = itertools.count(1)  # next() is atomic under the GIL: the flush threads share it
 
-    def attempt(numbered: tuple[int, tuple[str, str]]) -> Optional[Exception]:
-        number, (schema, table) = numbered
+    def attempt(name: tuple[str, str]) -> Optional[Exception]:
         try:
-            ctx.flush(schema, table, upto_ts)
+            result = ctx.flush(name[0], name[1], upto_ts)
         except Exception as exc:  # noqa: BLE001 - raised below, after the other tables
-            log.error("flushing %s.%s failed: %s", schema, table, exc)
+            log.error("flushing %s.%s failed: %s", name[0], name[1], exc)
             return exc
-        if say is not None and ctx.report is not None:
-            counts = next((v for k, v in ctx.report.tables.items() if k.lower() == f"{schema}.{table}".lower()), None)
-            if counts is not None:
-                say(f"applied {schema}.{table} ({number}/{total}): {counts['written']:,} row(s) written, "
-                    f"{counts['removed']:,} removed in {counts['seconds']:.1f} s")
+        number = next(finished)
+        counts = ctx.report.tables.get(result.table) if result is not None and ctx.report is not None else None
+        if say is not None and result is not None and result.merged and counts is not None:
+            say(f"applied {result.table} ({number}/{total}): {counts['written']:,} row(s) written, "
+                f"{counts['removed']:,} removed in {counts['seconds']:.1f} s")
         return None
 
     with spark_tasks(getattr(ctx, "spark", None), say, f"applying {total} table(s)"):
         if parallelism <= 1 or total <= 1:
-            outcomes = [attempt(item) for item in enumerate(tables, 1)]
+            outcomes = [attempt(name) for name in tables]
         else:
             from concurrent.futures import ThreadPoolExecutor
 
             with ThreadPoolExecutor(max_workers=min(parallelism, total), thread_name_prefix="flush") as pool:
-                outcomes = list(pool.map(attempt, enumerate(tables, 1)))
+                outcomes = list(pool.map(attempt, tables))
     errors = [error for error in outcomes if error is not None]
     if errors:
         raise errors[0]
