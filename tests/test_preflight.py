@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 import time
 
 import pytest
@@ -95,3 +96,13 @@ def test_bootstrap_addresses(servers, expected):
     from ticdc_lakehouse.preflight import bootstrap_addresses
 
     assert bootstrap_addresses(servers) == expected
+
+
+def test_a_read_only_place_is_refused_even_for_root(tmp_path):
+    """/proc accepts no new files, whoever asks (root passes every permission check)."""
+    from ticdc_lakehouse.preflight import PreflightError, check_writable
+
+    with pytest.raises(PreflightError, match=r"^catalog: cannot write /proc/lakehouse/catalog\.db \(/proc is not "
+                                             r"writable by this user\); set catalog\.uri"):
+        check_writable(Path("/proc/lakehouse/catalog.db"), "catalog", "catalog.uri (LAKEHOUSE_CATALOG_URI)")
+    check_writable(tmp_path / "new" / "catalog.db", "catalog", "catalog.uri")  # creatable: fine

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import socket
+import tempfile
 from pathlib import Path
 from typing import Iterable, Optional
 from urllib.parse import urlparse
@@ -40,6 +41,17 @@ def _first_existing(path: Path) -> Path:
     return path
 
 
+def _can_create_in(directory: Path) -> bool:
+    """A file can be created in ``directory``: permissions, and (for root too) a read-only file system."""
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return False
+    try:
+        with tempfile.TemporaryFile(dir=directory):
+            return True
+    except OSError:
+        return False
+
+
 def check_writable(path: Path, what: str, setting: str) -> None:
     """``path`` (a directory, or a file inside one) can be created or written by this user."""
     existing = _first_existing(path.absolute())
@@ -47,7 +59,7 @@ def check_writable(path: Path, what: str, setting: str) -> None:
         raise PreflightError(f"{what}: {existing} is a file, so {path} cannot be created; set {setting} "
                              f"to a directory you can write")
     target = existing if existing.is_dir() else existing.parent
-    if not os.access(target, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+    if not _can_create_in(target) or (path.exists() and not os.access(path, os.W_OK)):
         blocked = path if path.exists() else target
         raise PreflightError(f"{what}: cannot write {path} ({blocked} is not writable by this user); set "
                              f"{setting} to a place you can write, or fix its permissions")
