@@ -67,7 +67,7 @@ def merge(settings: Settings, changefeed: Optional[str] = None, protocol: Option
     with changefeed_lock(settings, name):  # before Spark starts: a second merge fails at once
         session = spark or get_spark(settings, "lakehouse-merge")
         report = run_merge(session, settings, name, protocol, stop_ts, progress, take_lock=False)
-    return {"ok": not report.halted and not report.held, "merge": report.as_dict()}
+    return {"ok": not report.halted and not report.held, "catalog": settings.catalog_name, "merge": report.as_dict()}
 
 
 def _merge_or_moved(settings: Settings, changefeed: str, protocol: Optional[str], stop_ts: Optional[int],
@@ -149,8 +149,8 @@ def run_cycle(settings: Settings, changefeed: Optional[str] = None, progress: Pr
             loss, landed = exc, {"landing": _landing_summary(exc.report) if exc.report is not None else None}
         merged = merge(settings, changefeed, None, None, progress, spark)
         merged["merge"]["quarantined"] = moved + merged["merge"]["quarantined"]
-    result = {"ok": merged["ok"] and loss is None and not merged["merge"]["missing"], "landing": landed["landing"],
-              "merge": merged["merge"]}
+    result = {"ok": merged["ok"] and loss is None and not merged["merge"]["missing"],
+              "catalog": settings.catalog_name, "landing": landed["landing"], "merge": merged["merge"]}
     if loss is not None:
         result["error"] = str(loss)
         if progress is not None:

@@ -39,7 +39,7 @@ from ticdc_lakehouse.merge import ddl_apply
 from ticdc_lakehouse.merge.below_cut import find_and_record
 from ticdc_lakehouse.merge.changes import table_rows
 from ticdc_lakehouse.merge.decode_stage import decode_landed, source_unavailable_in, stats_accumulator
-from ticdc_lakehouse.merge.flush import flush_table
+from ticdc_lakehouse.merge.flush import FlushResult, flush_table
 from ticdc_lakehouse.merge.plan import (
     DDLRecord,
     PartitionKey,
@@ -113,6 +113,16 @@ class MergeReport:
     #: merged up to the first of them only, until landing fills them (or records them as data loss)
     missing: dict[str, list[list[int]]] = field(default_factory=dict)
     seconds: float = 0.0
+    #: per lake table: row events by op (``I``/``U``/``D``, as decoded) and the rows its applies wrote/removed
+    tables: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: seconds per phase of the run (decode, ddl, apply, commit)
+    phases: dict[str, float] = field(default_factory=dict)
+
+    def count_apply(self, table: str, written: int, removed: int, seconds: float) -> None:
+        entry = self.tables.setdefault(table, {})
+        entry["written"] = entry.get("written", 0) + written
+        entry["removed"] = entry.get("removed", 0) + removed
+        entry["seconds"] = round(entry.get("seconds", 0.0) + seconds, 3)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -162,8 +172,9 @@ class RunContext:
         if self.report is not None:
             self.report.halted.append({"table": f"{schema}.{table}", "ddl_ts": ts, "query": query, "reason": reason})
 
-    def flush(self, schema: str, table: str, upto_ts: int, create_missing: bool = True) -> None:
-        """Merge the table's rows below ``upto_ts`` (inclusive), unless it is halted below that.
+    def flush(self, schema: str, table: str, upto_ts: int, create_missing: bool = True) -> Optional[FlushResult]:
+        """Merge the table's rows below ``upto_ts`` (inclusive), unless it is halted below that; None when there
+        is no table to merge into.
 
         ``create_missing``: a table with rows but no CREATE TABLE seen is created from the rows' types (only for
         the final flush: before a DDL, a missing table is the one the DDL is about to create)."""
@@ -196,6 +207,7 @@ class RunContext:
                 row_events=stats["rows"] if stats else None,
             )
 
+        started = time.monotonic()
         try:
             result = apply(self.events, upto_ts)
         except Exception as exc:  # a value the table cannot store exactly: nothing was committed
@@ -204,8 +216,13 @@ class RunContext:
             log.warning("%s.%s: %s", schema, table, reason_of(exc))
             events, upto_ts = set_aside_invalid(self, *names, target, lower, upto_ts, _holding(self.settings))
             result = apply(events, upto_ts)
-        if result.merged and self.report is not None and result.table not in self.report.tables_merged:
-            self.report.tables_merged.append(result.table)
+        if result.merged and self.report is not None:
+            if result.table not in self.report.tables_merged:
+                self.report.tables_merged.append(result.table)
+            self.report.count_apply(result.table, result.written, result.removed, time.monotonic() - started)
+            if stats:
+                self.report.tables[result.table]["events"] = dict(stats.get("ops") or {})
+        return result
 
     def has_rows(self, key: TableKey, lower: int, upto_ts: int) -> bool:
         """Whether the table has rows with ``lower < commit_ts <= upto_ts``, so a DDL barrier with nothing before
@@ -346,6 +363,8 @@ def run_merge(
         say(f"{cf.name}: decoding {len(paths)} landed segment(s) with protocol {protocol}")
         from pyspark import StorageLevel
 
+        from ticdc_lakehouse.progress import spark_tasks
+
         # Decoded once in the executors and kept there (spilling to disk) for every later pass: the stats, the
         # DDL list, one MERGE per table and barrier. Nothing of it goes through the driver.
         collected = stats_accumulator(spark)
@@ -359,7 +378,10 @@ def run_merge(
         events = events.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             try:
-                events.count()  # decodes into the cache; the tasks' aggregates arrive in ``collected``
+                phase = time.monotonic()
+                with spark_tasks(spark, progress, "decoding"):
+                    events.count()  # decodes into the cache; the tasks' aggregates arrive in ``collected``
+                report.phases["decode"] = round(time.monotonic() - phase, 3)
             except Exception as exc:
                 unavailable = source_unavailable_in(exc)  # e.g. the schema registry is down: nothing committed
                 if unavailable is not None:
@@ -369,6 +391,8 @@ def run_merge(
                     raise SegmentQuarantined(quarantine(settings.landing_path, cf.name, *damaged)) from None
                 raise
             stats = finish(collected.value)
+            say(f"{cf.name}: decoded {stats.events:,} event(s) in {report.phases['decode']:.1f} s "
+                f"({stats.events / max(report.phases['decode'], 1e-3):,.0f} events/s)")
             _merge_staged(spark, settings, cf.name, protocol, state, checkpoint, events, stats, partitions,
                           landed_end, report, stop_ts, say)
         finally:
@@ -450,11 +474,13 @@ def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, even
     for bootstrap in plan.bootstraps:
         ddl_apply.apply_bootstrap(ctx, bootstrap)
     say(f"{changefeed}: cut at resolved ts {cut}; {len(plan.ddls)} DDL(s); {len(ctx.row_stats)} table(s) with rows")
+    phase = time.monotonic()
     for record in plan.ddls:
         for schema, table in ddl_apply.tables_blocked(ctx, record):
             ctx.flush(schema, table, record.commit_ts - 1, create_missing=False)
         ddl_apply.apply_ddl(ctx, record)
         fault_point("merge.after_ddl")
+    report.phases["ddl"] = round(time.monotonic() - phase, 3)
     tables = set(checkpoint.tables) | {f"{s}.{t}" for s, t in ctx.row_stats}
     final = [(stats["schema"], stats["table"]) for _, stats in sorted(ctx.row_stats.items())]
     for name in sorted(tables):
@@ -462,7 +488,10 @@ def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, even
         if table_key(schema, table) not in ctx.row_stats and ctx.target(schema, table).exists:
             final.append((schema, table))  # no rows: only its watermark moves to the cut
     ensure_callback_server(spark)  # started here, not raced by the first MERGEs of several threads
-    flush_concurrently(ctx, final, cut, int(settings.merge["parallel_tables"]))
+    phase = time.monotonic()
+    flush_concurrently(ctx, final, cut, int(settings.merge["parallel_tables"]), say)
+    report.phases["apply"] = round(time.monotonic() - phase, 3)
+    phase = time.monotonic()
     # the cut: every live table of the changefeed and its snapshot
     cut_tables: dict[str, Optional[int]] = {}
     for name in sorted(tables | {f"{k[0]}.{k[1]}" for k in ctx.tables}):
@@ -488,11 +517,13 @@ def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, even
         from ticdc_lakehouse.timetravel import tag_cut
 
         tag_cut(spark, settings, cut, cut_tables)
+    report.phases["commit"] = round(time.monotonic() - phase, 3)
     report.resolved_ts = max(cut, checkpoint.resolved_ts)
     say(f"{changefeed}: committed cut {report.resolved_ts} to {len(cut_tables)} table(s)")
 
 
-def flush_concurrently(ctx: RunContext, tables: list[tuple[str, str]], upto_ts: int, parallelism: int) -> None:
+def flush_concurrently(ctx: RunContext, tables: list[tuple[str, str]], upto_ts: int, parallelism: int,
+                       say: Optional[Callable[[str], None]] = None) -> None:
     """The final flush of every table up to the cut, ``parallelism`` tables at a time.
 
     Why: a table's apply is a handful of small Spark jobs and catalog commits whose driver-side latency (planning,
@@ -500,23 +531,37 @@ def flush_concurrently(ctx: RunContext, tables: list[tuple[str, str]], upto_ts: 
     snapshot and watermark, the DDL barriers are already behind), so overlapping them fills those gaps. Each
     table's flush stays one sequential unit. Every table is attempted even when one fails (one broken table must
     not hold the others back); the first failure is raised afterwards, before the checkpoint, and the rerun
-    continues from each table's own watermark. The py4j callback server must already run (see ``commit``)."""
+    continues from each table's own watermark. The py4j callback server must already run (see ``commit``).
+    ``say`` hears each table whose rows were merged as it finishes (rows written/removed, from the report) and,
+    meanwhile, Spark's task counts."""
+    import itertools
+
+    from ticdc_lakehouse.progress import spark_tasks
+
+    total = len(tables)
+    finished = itertools.count(1)  # next() is atomic under the GIL: the flush threads share it
 
     def attempt(name: tuple[str, str]) -> Optional[Exception]:
         try:
-            ctx.flush(name[0], name[1], upto_ts)
+            result = ctx.flush(name[0], name[1], upto_ts)
         except Exception as exc:  # noqa: BLE001 - raised below, after the other tables
             log.error("flushing %s.%s failed: %s", name[0], name[1], exc)
             return exc
+        number = next(finished)
+        counts = ctx.report.tables.get(result.table) if result is not None and ctx.report is not None else None
+        if say is not None and result is not None and result.merged and counts is not None:
+            say(f"applied {result.table} ({number}/{total}): {counts['written']:,} row(s) written, "
+                f"{counts['removed']:,} removed in {counts['seconds']:.1f} s")
         return None
 
-    if parallelism <= 1 or len(tables) <= 1:
-        outcomes = [attempt(name) for name in tables]
-    else:
-        from concurrent.futures import ThreadPoolExecutor
+    with spark_tasks(getattr(ctx, "spark", None), say, f"applying {total} table(s)"):
+        if parallelism <= 1 or total <= 1:
+            outcomes = [attempt(name) for name in tables]
+        else:
+            from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(max_workers=min(parallelism, len(tables)), thread_name_prefix="flush") as pool:
-            outcomes = list(pool.map(attempt, tables))
+            with ThreadPoolExecutor(max_workers=min(parallelism, total), thread_name_prefix="flush") as pool:
+                outcomes = list(pool.map(attempt, tables))
     errors = [error for error in outcomes if error is not None]
     if errors:
         raise errors[0]

@@ -43,6 +43,30 @@ class FlushResult:
     after_ts: int
     upto_ts: int
     merged: bool  # a MERGE ran (False: nothing in range, only the watermark moved)
+    #: rows the apply wrote to data files, and rows it removed (delete files, deletion vectors, rewritten files),
+    #: from the summaries of the snapshots it committed (see ``snapshot_changes``)
+    written: int = 0
+    removed: int = 0
+
+
+#: snapshot summary fields that count rows taken out of the table (position/equality deletes, deletion vectors
+#: and copy-on-write rewrites report under one of these)
+REMOVED_FIELDS = ("deleted-records", "added-position-deletes", "added-equality-deletes")
+
+
+def snapshot_changes(jtable, since_snapshot_id: Optional[int]) -> tuple[int, int]:
+    """(rows written, rows removed) by the snapshots committed on ``main`` after ``since_snapshot_id``: what the
+    catalog already knows about an apply, read from the snapshot summaries (no Spark job). Under merge-on-read an
+    update counts once in each; copy-on-write counts the rows of rewritten files in both."""
+    written = removed = 0
+    snapshot = jtable.currentSnapshot()
+    while snapshot is not None and snapshot.snapshotId() != since_snapshot_id:
+        summary = snapshot.summary()
+        written += int(summary.get("added-records") or 0)
+        removed += sum(int(summary.get(name) or 0) for name in REMOVED_FIELDS)
+        parent = snapshot.parentId()
+        snapshot = jtable.snapshot(parent) if parent is not None else None
+    return written, removed
 
 
 def merge_sql(catalog: str, target: TargetTable, source_view: str,
@@ -180,6 +204,9 @@ def flush_table(
         return FlushResult(label, lower, upto_ts, False)
     properties = {**summary, RESOLVED_TS_PROPERTY: str(upto_ts)}
     merged = False
+    head = None
+    if has_rows_in_range:
+        head = ji.load(target.namespace, target.name).currentSnapshot()
     if has_rows_in_range and not target.keys_required:
         _apply_keyless(spark, ji, catalog, events, upstream_schema, upstream_table, target, lower, upto_ts,
                        properties)
@@ -204,4 +231,5 @@ def flush_table(
         ji.commit_marker(jtable, properties)
     target.watermark = max(target.watermark, upto_ts)
     fault_point("merge.after_table_commit")
-    return FlushResult(label, lower, upto_ts, merged)
+    written, removed = snapshot_changes(jtable, head.snapshotId() if head is not None else None) if merged else (0, 0)
+    return FlushResult(label, lower, upto_ts, merged, written, removed)

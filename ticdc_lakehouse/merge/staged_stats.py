@@ -45,10 +45,13 @@ class TableRows:
     #: ``delete-only-output-handle-key-columns``): any other image is preferred to it, and alone it must not
     #: define the table's columns (the table would keep its key alone)
     key_only: bool = False
+    #: row events per op (I/U/D): only reported (the run's summary), so a re-run task's over-count is harmless
+    ops: dict[str, int] = field(default_factory=dict)
 
     def absorb(self, other: "TableRows") -> None:
         self.rows += other.rows
         self.scales = _max_scales(self.scales, other.scales)
+        self.ops = {op: self.ops.get(op, 0) + other.ops.get(op, 0) for op in {*self.ops, *other.ops}}
         self.min_ts = min(self.min_ts, other.min_ts)
         self.max_ts = max(self.max_ts, other.max_ts)
         self.layouts = _merge_layouts(self.layouts, other.layouts)
@@ -171,8 +174,8 @@ class StatsFolder:
         self.part = StatsPart()
         # per (schema, table): [rows, min ts, max ts, widest event, {column set of insert/update images: their
         # greatest ts}, every such image had all its typed columns, the types dict of the last image, its
-        # column set, {bare decimal column: greatest scale}, (types dict, its bare decimal columns)] (a list:
-        # updated in place for every row)
+        # column set, {bare decimal column: greatest scale}, (types dict, its bare decimal columns), {op: row
+        # events}] (a list: updated in place for every row)
         self._tables: dict[tuple[str, str], list] = {}
 
     def add(self, events: Iterable[Event]) -> None:
@@ -186,8 +189,10 @@ class StatsFolder:
                 entry = tables.get((event.schema, event.table))
                 if entry is None:
                     entry = tables[(event.schema, event.table)] = [0, ts, ts, event, {}, True, None, None, {},
-                                                                   (None, ())]
+                                                                   (None, ()), {}]
                 entry[0] += 1
+                ops = entry[10]
+                ops[event.op] = ops.get(event.op, 0) + 1
                 if ts < entry[1]:
                     entry[1] = ts
                 elif ts > entry[2]:
@@ -232,12 +237,12 @@ class StatsFolder:
     def finish(self) -> StatsPart:
         """The part to hand to the accumulator (plain data: it is pickled to the driver)."""
         part = self.part
-        for name, (rows, min_ts, max_ts, widest, layouts, complete, _, _, scales, _) in self._tables.items():
+        for name, (rows, min_ts, max_ts, widest, layouts, complete, _, _, scales, _, ops) in self._tables.items():
             part.max_commit_ts = max(part.max_commit_ts, max_ts)
             values = widest.after if widest.after is not None else (widest.before or {})
             part.rows[name] = TableRows(rows, min_ts, max_ts, list(widest.column_types.items()),
                                         list(widest.key_columns), dict(values), layouts if complete else None,
-                                        scales, _key_only(widest))
+                                        scales, _key_only(widest), ops)
         self._tables = {}
         return part
 
@@ -297,7 +302,7 @@ def finish(part: StatsPart) -> StagedStats:
             "schema": names[key][0], "table": names[key][1], "rows": entry.rows, "min_ts": entry.min_ts,
             "max_ts": entry.max_ts, "column_types": infer_precision(entry.column_types, entry.scales),
             "key_columns": list(entry.key_columns), "layouts": entry.layouts,
-            "defines_columns": not entry.key_only,
+            "defines_columns": not entry.key_only, "ops": dict(entry.ops),
         }
     ddls = [part.ddls[position] for position in sorted(part.ddls)]
     return StagedStats(dict(part.resolved), rows, part.failures, part.max_commit_ts, part.events, ddls)
