@@ -30,7 +30,12 @@ DEFAULT_CONFIG_FILE = PROJECT_ROOT / "conf" / "lakehouse.toml"
 
 DEFAULTS: dict[str, Any] = {
     "catalog": {"name": "lake", "uri": "", "user": "", "password": "", "warehouse": ""},
-    "landing": {"path": ""},
+    # accept_data_loss: offsets Kafka deleted before they landed are recorded (status shows them) and landing
+    # goes on past them; false (the default) stops those partitions there and the run exits non-zero
+    "landing": {"path": "", "accept_data_loss": False},
+    # files and directories the lakehouse creates (landing zone, warehouse, SQLite catalog) get at most the
+    # permissions this umask leaves, added to the process's own umask: "077" owner-only, "027" group-readable
+    "storage": {"umask": "077"},
     "spark": {
         "master": "local[*]",
         "app_name": "ticdc-lakehouse",

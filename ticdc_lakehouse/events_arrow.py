@@ -50,6 +50,7 @@ EVENT_ARROW_SCHEMA = pa.schema(
         ("error", pa.string()),
         ("raw_key", pa.string()),
         ("raw_value", pa.string()),
+        ("ts_made_up", pa.bool_()),
     ]
 )
 
@@ -58,7 +59,8 @@ EVENT_SPARK_SCHEMA = (
     "kind string, topic string, partition int, offset bigint, seq int, commit_ts bigint, schema_name string, "
     "table_name string, op string, after map<string,string>, before map<string,string>, "
     "named_enums array<string>, schema_version bigint, ddl_query string, "
-    "ddl_type string, table_schema string, is_bootstrap boolean, error string, raw_key string, raw_value string"
+    "ddl_type string, table_schema string, is_bootstrap boolean, error string, raw_key string, raw_value string, "
+    "ts_made_up boolean"
 )
 
 _FIELDS = EVENT_ARROW_SCHEMA.names
@@ -112,6 +114,7 @@ def event_to_row(event: Event) -> dict:
             before=list(old_image(event).items()) if event.before is not None else None,
             named_enums=named_enums(event.column_types),
             schema_version=event.schema_version,
+            ts_made_up=True if event.ts_made_up else None,
         )
     elif isinstance(event, ResolvedEvent):
         row.update(kind=KIND_RESOLVED, commit_ts=event.ts)
@@ -231,6 +234,8 @@ def events_to_batch(events: Iterable[Event]) -> pa.RecordBatch:
             before.add(old_image(e))
             enums.append(enum_names.of(e.column_types))
             versions.append(e.schema_version)
+            if e.ts_made_up:  # rare (see RowChange.ts_made_up): kept sparse
+                rare.setdefault("ts_made_up", {})[index] = True
         else:
             row = event_to_row(e)
             kind.append(row["kind"])

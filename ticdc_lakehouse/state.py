@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterable, Optional
 
+from ticdc_lakehouse.iceberg import tables as iceberg_tables
 from ticdc_lakehouse.iceberg.tables import quote
 from ticdc_lakehouse.local_frame import local_frame
 
@@ -109,7 +110,7 @@ class StateStore:
         for name, ddl in wanted:
             self.spark.sql(
                 f"CREATE TABLE IF NOT EXISTS {self.table(name)} ({ddl}) USING iceberg "
-                "TBLPROPERTIES ('format-version'='2')"
+                f"TBLPROPERTIES ('format-version'='{iceberg_tables.FORMAT_VERSION}')"
             )
         self._ensured = True
 
@@ -255,6 +256,18 @@ class StateStore:
             f"AND lower(table_name) = '{_escape(table.lower())}' AND resolution IS NULL"
         )
         return before - len(self.halted(changefeed))
+
+    def resolve_row_halt(self, changefeed: str, query: str, resolution: str) -> int:
+        """Resolve the halt of a table stopped at one row event (its ``query`` names the position, see
+        ``merge.value_checks.ROW_HALT``); returns how many halts were resolved."""
+        self.ensure()
+        condition = (f"changefeed = '{_escape(changefeed)}' AND query = '{_escape(query)}' "
+                     "AND resolution IS NULL")
+        count = self.spark.table(self.table("halted")).filter(condition).count()
+        if count:
+            self.spark.sql(f"UPDATE {self.table('halted')} SET resolution = '{_escape(resolution)}', "
+                           f"resolved_at = current_timestamp() WHERE {condition}")
+        return count
 
     # -- partitions held at an undecodable message -----------------------------------------------------
     def holds(self, changefeed: str, resolution: Optional[str] = None) -> list[dict[str, Any]]:

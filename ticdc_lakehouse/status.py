@@ -181,6 +181,7 @@ class LandedView:
     ends: dict[PartitionKey, Optional[int]]
     problems: list[str]
     data_loss: list[dict[str, Any]]
+    quarantined: list[dict[str, Any]] = field(default_factory=list)
 
 
 def landed_view(landing_root: Path, changefeed: str) -> LandedView:
@@ -213,8 +214,25 @@ def landed_view(landing_root: Path, changefeed: str) -> LandedView:
             except (OSError, ValueError) as exc:
                 problems.append(f"{topic}: unreadable {DATA_LOSS_FILE}: {exc}")
                 continue
-            losses += [{"topic": topic, **entry} for entry in entries]
-    return LandedView(topics, starts, ends, problems, losses)
+            accepted = {(e.get("partition"), e.get("start"), e.get("end")) for e in entries if e.get("accepted", True)}
+            losses += [{"topic": topic, **entry, "accepted": entry.get("accepted", True)} for entry in entries
+                       if entry.get("accepted", True)
+                       or (entry.get("partition"), entry.get("start"), entry.get("end")) not in accepted]
+    return LandedView(topics, starts, ends, problems, losses, _quarantined(landing_root, changefeed, segments))
+
+
+def _quarantined(landing_root: Path, changefeed: str, segments) -> list[dict[str, Any]]:
+    """Segments moved aside as unreadable, each with whether its offsets are landed again."""
+    from dataclasses import asdict
+
+    from ticdc_lakehouse.landing.quarantine import missing_ranges, read_quarantined
+
+    rows = []
+    for entry in read_quarantined(landing_root, changefeed):
+        holes = missing_ranges(segments.get((entry.topic, entry.partition), []), [(entry.start, entry.end)])
+        relanded = entry.relanded or not any(a < entry.end and b > entry.start for a, b in holes)
+        rows.append({**asdict(entry), "relanded": relanded})
+    return rows
 
 
 def partition_rows(
@@ -265,7 +283,7 @@ def watermark_snapshot(jtable) -> tuple[int, Optional[int]]:
 
 
 def _table_row(ji, name: str, cut_snapshot: Optional[int], halted: bool) -> dict[str, Any]:
-    from ticdc_lakehouse.iceberg.java_api import watermark_of
+    from ticdc_lakehouse.iceberg.java_api import format_version, watermark_of
 
     namespace, table = ji.resolve(*name.split(".", 1))
     row: dict[str, Any] = {"table": name, "exists": False, "halted": halted, "cut_snapshot_id": cut_snapshot}
@@ -273,6 +291,7 @@ def _table_row(ji, name: str, cut_snapshot: Optional[int], halted: bool) -> dict
         return row
     row["table"] = f"{namespace}.{table}"
     jtable = ji.load(namespace, table)
+    vectors, others = ji.delete_file_counts(jtable)
     current = jtable.currentSnapshot()
     summary = dict(current.summary()) if current is not None else {}
     watermark = watermark_of(jtable)
@@ -286,7 +305,10 @@ def _table_row(ji, name: str, cut_snapshot: Optional[int], halted: bool) -> dict
         # rows in data files, before merge-on-read deletes apply (from the snapshot summary: no scan needed)
         "file_records": int(summary["total-records"]) if "total-records" in summary else None,
         "data_files": int(summary["total-data-files"]) if "total-data-files" in summary else None,
-        "delete_files": int(summary["total-delete-files"]) if "total-delete-files" in summary else None,
+        # format v3 deletion vectors and v2 position/equality delete files apart: the latter pile up per merge
+        "deletion_vectors": vectors,
+        "delete_files": others,
+        "format_version": format_version(jtable),
         "members_unknown": members_unknown(jtable),
     })
     return row
@@ -427,6 +449,7 @@ def _changefeed_status(settings: Settings, spark, ji, name: str, kafka: bool, co
         },
         "landing_problems": landed.problems,
         "data_loss": landed.data_loss,
+        "quarantined": landed.quarantined,
         "tables": lake.tables,
         "halted": lake.halted,
         "dead_letters": lake.dead_letters,
@@ -553,15 +576,25 @@ def _render_changefeed(feed: Mapping[str, Any]) -> list[str]:
     for problem in feed["landing_problems"]:
         out.append(f"  LANDING PROBLEM: {problem}")
     for loss in feed["data_loss"]:
+        verdict = ("accepted" if loss.get("accepted", True) else
+                   "NOT accepted: the partition is not landed past it; restore the offsets from an archive or set "
+                   "landing.accept_data_loss = true")
         out.append(f"  DATA LOSS: {loss.get('topic')}/{loss.get('partition')} offsets "
-                   f"[{loss.get('start')}, {loss.get('end')}): {loss.get('reason')}")
+                   f"[{loss.get('start')}, {loss.get('end')}): {loss.get('reason')} ({verdict})")
+    for entry in feed.get("quarantined", ()):
+        state = ("landed again" if entry["relanded"] else
+                 "not landed again yet: the merge stops this partition there; `lakehouse land` re-lands it")
+        out.append(f"  QUARANTINED segment {entry['topic']}/{entry['partition']} offsets [{entry['start']}, "
+                   f"{entry['end']}): {entry['reason']}; moved to {entry['file']}; {state}")
     if feed["tables"]:
         out.append(_grid(
             ["table", "watermark", "watermark time (UTC)", "watermark snapshot", "current snapshot", "rows in files",
-             "data files", "delete files", "state"],
+             "format", "data files", "DVs", "delete files", "state"],
             [[t["table"], t.get("watermark"), _time_text(t.get("watermark_time")).replace(" UTC", ""),
-              t.get("watermark_snapshot_id"), t.get("snapshot_id"), t.get("file_records"), t.get("data_files"),
-              t.get("delete_files"), "HALTED" if t["halted"] else ("ok" if t["exists"] else "missing")]
+              t.get("watermark_snapshot_id"), t.get("snapshot_id"), t.get("file_records"),
+              f"v{t['format_version']}" if t.get("format_version") else None, t.get("data_files"),
+              t.get("deletion_vectors"), t.get("delete_files"),
+              "HALTED" if t["halted"] else ("ok" if t["exists"] else "missing")]
              for t in feed["tables"]],
         ))
         for t in feed["tables"]:
