@@ -109,16 +109,47 @@ def test_merge_exits_non_zero_when_it_did_not_apply_everything(spark, tmp_path):
     assert result.returncode == 1
 
 
-def test_a_broker_that_is_down_gives_one_line_with_the_cause_not_a_flood(clean_env, tmp_path):
+def _closed_port() -> int:
     import socket
 
     with socket.socket() as probe:  # a port on 127.0.0.1 nothing listens on
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+        return probe.getsockname()[1]
+
+
+def test_a_broker_that_is_down_gives_one_line_not_a_flood(clean_env, tmp_path):
+    port = _closed_port()
     config = tmp_path / "lakehouse.toml"
     config.write_text(f'[changefeeds.shop]\nbootstrap_servers = "127.0.0.1:{port}"\ntopics = ["orders"]\n')
     result = lakehouse(["--config", str(config), "land"], clean_env, timeout=300)
     assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, f"{len(lines)} lines on stderr:\n" + "\n".join(lines[:5])
+    assert f"127.0.0.1:{port}" in lines[0] and "bootstrap_servers" in lines[0]
+
+
+LAND_SCRIPT = """
+import logging, sys
+from ticdc_lakehouse.config import load_settings
+from ticdc_lakehouse.pipeline import land
+logging.basicConfig(level=logging.WARNING, stream=sys.stderr)  # as the CLI and an Airflow task log
+try:
+    land(load_settings(sys.argv[1]), "shop")
+except Exception as exc:
+    print(exc, file=sys.stderr)
+    sys.exit(1)
+"""
+
+
+def test_landing_from_a_broker_that_is_down_names_the_cause_in_one_line(clean_env, tmp_path):
+    """The library path (an Airflow task, no CLI preflight): librdkafka's thousand connection failures stay out
+    of the log; the error names the cause and what to check."""
+    port = _closed_port()
+    config = tmp_path / "lakehouse.toml"
+    config.write_text(f'[changefeeds.shop]\nbootstrap_servers = "127.0.0.1:{port}"\ntopics = ["orders"]\n')
+    result = subprocess.run([sys.executable, "-c", LAND_SCRIPT, str(config)], env=clean_env, cwd=tmp_path,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, f"{len(lines)} lines on stderr:\n" + "\n".join(lines[:5])
     assert "Connection refused" in lines[0]  # the cause
