@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent setup on a fresh Debian machine (run as root, or with sudo for the apt part):
-#   Java 17, the Debian JDBC drivers (SQLite, PostgreSQL), a virtualenv with the pinned stack, then a check.
+#   Java 17, the Debian JDBC drivers (SQLite, PostgreSQL), Maven, a virtualenv with the pinned stack, the JVM
+#   servers the tests run (jvm/test-services), then a check.
 # Re-running does nothing that is already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +13,8 @@ ls /usr/lib/*/jni/libsqlitejdbc.so >/dev/null 2>&1 || need_apt+=(libxerial-sqlit
 [ -f /usr/share/java/postgresql.jar ] || need_apt+=(libpostgresql-jdbc-java)
 # the PostgreSQL server: the tests run the production catalog on a private instance
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
+# Maven: fetches the JVM artifacts (scripts/fetch_jvm_deps.sh), e.g. the Kafka broker and registry the tests run
+command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${need_apt[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -33,6 +36,8 @@ if [ ! -f "$stamp" ]; then
   rm -f .venv/.installed-*
   touch "$stamp"
 fi
+# the servers the tests run for real: Apache Kafka (KRaft) and Apicurio Registry, from Maven Central, checksummed
+bash scripts/fetch_jvm_deps.sh jvm/test-services .venv/share/ticdc-lakehouse/test-services | sed 's/^/setup: /'
 .venv/bin/python -c 'import ticdc_lakehouse.decode._craft_reader' 2>/dev/null \
   || echo "setup: no compiled Craft reader (no C compiler?): Craft decodes with its Python readers, same events, slower"
 # Verify the stack: pyspark 3.5.x (a 6.x Spark provider would have replaced it), the complete Iceberg jar, drivers.
