@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
 # Idempotent setup on a fresh Debian machine (run as root, or with sudo for the apt part):
-#   Java 17, the Debian JDBC drivers (SQLite, PostgreSQL), Maven, a virtualenv with the pinned stack, the JVM
-#   servers the tests run (jvm/test-services), then a check.
+#   Java 17 and Maven, the Debian JDBC drivers (SQLite, PostgreSQL), a virtualenv with the pinned stack, the
+#   pinned Iceberg jars from Maven Central (jvm/runtime/pom.xml, checked against jvm/runtime/checksums.sha256),
+#   then a check.
 # Re-running does nothing that is already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
 command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
+command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 [ -f /usr/share/java/sqlite-jdbc.jar ] || [ -f /usr/share/java/xerial-sqlite-jdbc.jar ] || need_apt+=(libxerial-sqlite-jdbc-java)
 ls /usr/lib/*/jni/libsqlitejdbc.so >/dev/null 2>&1 || need_apt+=(libxerial-sqlite-jdbc-jni)
 [ -f /usr/share/java/postgresql.jar ] || need_apt+=(libpostgresql-jdbc-java)
 # the PostgreSQL server: the tests run the production catalog on a private instance
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
-# Maven: fetches the JVM artifacts (scripts/fetch_jvm_deps.sh), e.g. the Kafka broker and registry the tests run
-command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${need_apt[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -36,11 +36,27 @@ if [ ! -f "$stamp" ]; then
   rm -f .venv/.installed-*
   touch "$stamp"
 fi
-# the servers the tests run for real: Apache Kafka (KRaft) and Apicurio Registry, from Maven Central, checksummed
-bash scripts/fetch_jvm_deps.sh jvm/test-services .venv/share/ticdc-lakehouse/test-services | sed 's/^/setup: /'
+# The JVM jars from Maven Central, verified by checksum, one folder per pom: jvm/NAME/ -> .venv/share/ticdc-lakehouse/
+# jars/NAME/. Their own stamp covers the pom and the checksum list, so a changed pin refetches (without
+# reinstalling Python packages). fetch_jvm_deps.sh says what failed in one line and exits 1.
+fetch_jars() {  # POM_DIR
+  local dest=".venv/share/ticdc-lakehouse/jars/$(basename "$1")"
+  local jar_stamp="$dest/.fetched-$(cat "$1/pom.xml" "$1/checksums.sha256" | sha256sum | cut -c1-16)"
+  local missing=0 jar
+  for jar in $(awk '{print $2}' "$1/checksums.sha256"); do [ -f "$dest/$jar" ] || missing=1; done
+  if [ ! -f "$jar_stamp" ] || [ "$missing" -eq 1 ]; then
+    echo "setup: fetching the pinned jars of $1/pom.xml from Maven Central"
+    bash scripts/fetch_jvm_deps.sh "$1" "$dest"
+    rm -f "$dest"/.fetched-*
+    touch "$jar_stamp"
+  fi
+}
+fetch_jars jvm/runtime
+# the servers the tests run for real: Apache Kafka (KRaft) and Apicurio Registry (tests/jvm_service.py)
+fetch_jars jvm/test-services
 .venv/bin/python -c 'import ticdc_lakehouse.decode._craft_reader' 2>/dev/null \
   || echo "setup: no compiled Craft reader (no C compiler?): Craft decodes with its Python readers, same events, slower"
-# Verify the stack: pyspark 3.5.x (a 6.x Spark provider would have replaced it), the complete Iceberg jar, drivers.
+# Verify the stack: pyspark 4.1.x (a 6.x Spark provider would have replaced it), the Iceberg jars, drivers.
 .venv/bin/lakehouse check >/dev/null || { .venv/bin/lakehouse check; exit 1; }
 # The driver JVM's class archive (ticdc_lakehouse/jvm_archive.py): trained once per JDK and jar set, ~1 minute.
 .venv/bin/python -m ticdc_lakehouse.jvm_archive 2>/dev/null | sed 's/^/setup: /' \

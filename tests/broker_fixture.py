@@ -1,6 +1,6 @@
 """A real Apache Kafka broker for tests: Kafka 4.1 in KRaft mode (one JVM, broker and controller), from the
 ``org.apache.kafka:kafka_2.13`` jars that ``make setup`` fetched from Maven Central (jvm/test-services/pom.xml) into
-``.venv/share/ticdc-lakehouse/test-services/``.
+``.venv/share/ticdc-lakehouse/jars/test-services/``.
 
 Usage in a test module::
 

@@ -1,5 +1,5 @@
 """A server the tests run as a real JVM process (the Kafka broker, the schema registry): started from the artifacts
-``make setup`` fetched into ``.venv/share/ticdc-lakehouse/test-services/`` (jvm/test-services/pom.xml), on
+``make setup`` fetched into ``.venv/share/ticdc-lakehouse/jars/test-services/`` (jvm/test-services/pom.xml), on
 loopback ports, killed with the test process however it dies.
 
 JVM start time is most of a test server's cost here, so each server's classes go into a class-data archive
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 #: where scripts/fetch_jvm_deps.sh puts jvm/test-services/pom.xml's artifacts
-TEST_SERVICES = Path(sys.prefix) / "share" / "ticdc-lakehouse" / "test-services"
+TEST_SERVICES = Path(sys.prefix) / "share" / "ticdc-lakehouse" / "jars" / "test-services"
 _QUIET_CDS = ("-Xlog:cds=off", "-Xlog:cds+dynamic=off")
 
 

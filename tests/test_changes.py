@@ -173,3 +173,19 @@ def test_enum_indexes_and_set_bitmasks_become_names_and_names_stay(spark, descri
     members = ["new", "pa'id"] if base == "enum" else ["a", "b", "c"]
     rewritten = frame.select(F.expr(names_from_numbers_sql("m['v']", base, members)).alias("v")).collect()
     assert [r["v"] for r in rewritten] == names
+
+
+def test_set_bitmasks_past_bigint_and_enum_indexes_past_int_under_ansi(spark):
+    """A SET of 64 members has bitmasks up to 2^64-1 (past BIGINT): every bit is read, the top one too, with no
+    ANSI cast error; an ENUM index too long for INT is past the members (NULL) like any other."""
+    from pyspark.sql import functions as F
+
+    members = [f"m{i}" for i in range(64)]
+    frame = spark.createDataFrame([({"v": str(2 ** 63)},), ({"v": str(2 ** 64 - 1)},), ({"v": str(2 ** 63 + 5)},)],
+                                  "m map<string,string>")
+    column = TargetColumn("v", "string", "set(" + ",".join(f"'{m}'" for m in members) + ")")
+    typed = [r["v"] for r in frame.select(typed_value("m", F.array(), column).alias("v")).collect()]
+    assert typed == ["m63", ",".join(members), "m0,m2,m63"]
+    enum = TargetColumn("v", "string", "enum('a','b')")
+    huge = spark.createDataFrame([({"v": "99999999999999999999"},)], "m map<string,string>")
+    assert huge.select(typed_value("m", F.array(), enum).alias("v")).collect()[0]["v"] is None

@@ -57,7 +57,8 @@ def test_sql_error_is_one_clear_line_and_exit_code(cli_env):
 def test_check_reports_the_stack_without_secrets(cli_env):
     cli_env["LAKEHOUSE_CATALOG_PASSWORD"] = "hunter2"
     result = run(["check"], cli_env)
-    assert "pyspark 3.5" in result.stdout
+    assert "pyspark 4.1." in result.stdout
+    assert "iceberg 1.11.0 runtime" in result.stdout
     assert "hunter2" not in result.stdout + result.stderr
 
 

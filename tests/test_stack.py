@@ -1,22 +1,57 @@
-"""The pinned stack works together: Spark 3.5 + Iceberg 1.10.2 + the JDBC catalog, shared with pyiceberg."""
+"""The pinned stack works together: Spark 4.1 + Apache Iceberg 1.11 + the JDBC catalog, shared with pyiceberg."""
 
 from __future__ import annotations
 
+import hashlib
+import shutil
+import subprocess
 from decimal import Decimal
+from pathlib import Path
 
 import pyspark
 import pytest
 
-from ticdc_lakehouse.spark_session import iceberg_runtime_jar, pyiceberg_catalog
+from ticdc_lakehouse.spark_session import iceberg_aws_jar, iceberg_runtime_jar, pyiceberg_catalog
+
+RUNTIME = Path(__file__).resolve().parent.parent / "jvm" / "runtime"
 
 
-def test_pyspark_is_3_5():
-    assert pyspark.__version__.startswith("3.5"), pyspark.__version__
+def test_pyspark_is_4_1():
+    assert pyspark.__version__.startswith("4.1."), pyspark.__version__
 
 
-def test_iceberg_runtime_jar_is_the_complete_one():
-    jar = iceberg_runtime_jar()
-    assert jar.name == "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
+def test_the_iceberg_jars_are_apaches_own_from_maven_central_as_pinned():
+    """The session's jars are the ones jvm/runtime/pom.xml pins, byte for byte what checksums.sha256 lists."""
+    expected = dict(reversed(line.split()) for line in (RUNTIME / "checksums.sha256").read_text().splitlines())
+    jars = [iceberg_runtime_jar(), iceberg_aws_jar()]
+    assert [j.name for j in jars] == ["iceberg-spark-runtime-4.1_2.13-1.11.0.jar", "iceberg-aws-bundle-1.11.0.jar"]
+    for jar in jars:
+        assert hashlib.sha256(jar.read_bytes()).hexdigest() == expected[jar.name], jar
+    pom = (RUNTIME / "pom.xml").read_text()
+    assert "<artifactId>iceberg-spark-runtime-4.1_2.13</artifactId>" in pom and "<iceberg.version>1.11.0<" in pom
+
+
+def test_fetch_script_verifies_and_is_idempotent(tmp_path):
+    """scripts/fetch_jvm_deps.sh: a corrupt jar is fetched again, a jar the pin no longer lists goes, and a
+    checksum list that does not match what Maven fetched fails with one line and exit 1."""
+    script = RUNTIME.parent.parent / "scripts" / "fetch_jvm_deps.sh"
+    dest = tmp_path / "jars"
+    dest.mkdir()
+    for jar in (iceberg_runtime_jar(), iceberg_aws_jar()):
+        shutil.copy(jar, dest / jar.name)
+    (dest / iceberg_aws_jar().name).write_bytes(b"truncated")
+    (dest / "iceberg-spark-runtime-3.5_2.12-1.10.2.jar").write_bytes(b"old pin")
+    subprocess.run(["bash", str(script), str(RUNTIME), str(dest)], check=True, timeout=600)
+    assert sorted(p.name for p in dest.glob("*.jar")) == sorted([iceberg_aws_jar().name, iceberg_runtime_jar().name])
+    assert (dest / iceberg_aws_jar().name).read_bytes()[:2] == b"PK"
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    shutil.copy(RUNTIME / "pom.xml", bad / "pom.xml")
+    (bad / "checksums.sha256").write_text(f"{'0' * 64}  {iceberg_aws_jar().name}\n")
+    result = subprocess.run(["bash", str(script), str(bad), str(tmp_path / "other")], capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 1
+    assert len(result.stderr.strip().splitlines()) == 1 and "checksum mismatch" in result.stderr
 
 
 @pytest.mark.spark

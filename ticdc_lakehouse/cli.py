@@ -187,12 +187,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from ticdc_lakehouse.spark_session import StackError, check_pyspark_version, iceberg_runtime_jar, jdbc_driver_jar
+    from ticdc_lakehouse.spark_session import (
+        ICEBERG_VERSION, StackError, check_pyspark_version, iceberg_aws_jar, iceberg_runtime_jar, jdbc_driver_jar)
 
     settings = _settings(args)
     try:
         print(f"pyspark {check_pyspark_version()}")
-        print(f"iceberg runtime {iceberg_runtime_jar()}")
+        print(f"iceberg {ICEBERG_VERSION} runtime {iceberg_runtime_jar()}")
+        print(f"iceberg {ICEBERG_VERSION} aws bundle {iceberg_aws_jar()}")
         print(f"jdbc driver {jdbc_driver_jar(settings.catalog_uri)}")
     except StackError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -3,15 +3,16 @@
 Why one factory: the Iceberg runtime jar, the JDBC catalog ``lake`` and its driver must be configured the same
 way by the CLI, the Airflow tasks, ``spark-submit`` jobs and the tests, or they would read different catalogs.
 
-Jars come from the machine, never from Maven (unreachable here): the Iceberg Spark runtime from the pinned wheel
-``snowpark-connect-deps-iceberg==1.0.2`` and the JDBC drivers from Debian's packages.
+Jars: Apache Iceberg's own Spark runtime and AWS bundle, fetched from Maven Central by ``make setup``
+(``jvm/runtime/pom.xml``, pinned, checked against ``jvm/runtime/checksums.sha256``) into the virtualenv's
+``share/ticdc-lakehouse/jars/runtime/``; the JDBC drivers from Debian's packages.
 """
 
 from __future__ import annotations
 
 import glob
 import os
-import zipfile
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
@@ -22,9 +23,11 @@ from ticdc_lakehouse.jvm_archive import driver_java_options
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
-ICEBERG_JAR_NAME = "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
-#: a class that the stripped 1.0.3 jar lacks: its absence means CREATE TABLE would fail later
-ICEBERG_SHADED_JACKSON_CLASS = "org/apache/iceberg/shaded/com/fasterxml/jackson/databind/ObjectMapper.class"
+ICEBERG_VERSION = "1.11.0"
+SPARK_LINE = "4.1"
+#: the jars jvm/runtime/pom.xml lists (Iceberg 1.11.0 is built against Spark 4.1.1, Scala 2.13, Java 17)
+ICEBERG_JAR_NAME = f"iceberg-spark-runtime-{SPARK_LINE}_2.13-{ICEBERG_VERSION}.jar"
+ICEBERG_AWS_JAR_NAME = f"iceberg-aws-bundle-{ICEBERG_VERSION}.jar"
 DEBIAN_JAR_DIR = Path("/usr/share/java")
 DEBIAN_JNI_DIR = Path("/usr/lib/x86_64-linux-gnu/jni")
 SQLITE_JARS = ("sqlite-jdbc.jar", "xerial-sqlite-jdbc.jar")
@@ -36,41 +39,39 @@ class StackError(RuntimeError):
     """The installed stack is not the pinned one; the message says what to fix."""
 
 
-def iceberg_runtime_jar() -> Path:
-    """Path of the complete Iceberg 1.10.2 Spark runtime jar, verified to contain the shaded Jackson classes."""
-    try:
-        import snowpark_connect_deps_iceberg  # type: ignore[import-not-found]
-    except ImportError as exc:
-        raise StackError(
-            "snowpark-connect-deps-iceberg is not installed; run `make setup` "
-            "(it pins snowpark-connect-deps-iceberg==1.0.2, which ships the complete Iceberg runtime jar)"
-        ) from exc
-    jar_dir = Path(snowpark_connect_deps_iceberg.__file__).parent / "jars"
-    jar = jar_dir / ICEBERG_JAR_NAME
+def jvm_jar_dir(name: str = "runtime") -> Path:
+    """Where ``make setup`` puts the verified jars of ``jvm/<name>/pom.xml``: inside the virtualenv."""
+    return Path(sys.prefix) / "share" / "ticdc-lakehouse" / "jars" / name
+
+
+def _fetched_jar(file_name: str) -> Path:
+    jar = jvm_jar_dir() / file_name
     if not jar.is_file():
-        found = sorted(p.name for p in jar_dir.glob("*.jar"))
         raise StackError(
-            f"{ICEBERG_JAR_NAME} not found in {jar_dir} (found: {found}); pin snowpark-connect-deps-iceberg==1.0.2"
+            f"{file_name} missing from {jar.parent}: run `make setup` (it fetches jvm/runtime/pom.xml's jars "
+            "from Maven Central and checks them against jvm/runtime/checksums.sha256)"
         )
-    with zipfile.ZipFile(jar) as archive:
-        try:
-            archive.getinfo(ICEBERG_SHADED_JACKSON_CLASS)
-        except KeyError:
-            raise StackError(
-                f"{jar} is a stripped Iceberg runtime (no shaded Jackson): CREATE TABLE would fail with "
-                "NoClassDefFoundError. Install snowpark-connect-deps-iceberg==1.0.2 exactly (1.0.3 is broken)."
-            ) from None
     return jar
+
+
+def iceberg_runtime_jar() -> Path:
+    """Apache Iceberg's Spark 4.1 / Scala 2.13 runtime jar, as fetched and verified by ``make setup``."""
+    return _fetched_jar(ICEBERG_JAR_NAME)
+
+
+def iceberg_aws_jar() -> Path:
+    """Iceberg's AWS bundle (S3FileIO and its AWS SDK v2, shaded), as fetched and verified by ``make setup``."""
+    return _fetched_jar(ICEBERG_AWS_JAR_NAME)
 
 
 def check_pyspark_version() -> str:
     import pyspark
 
-    if not pyspark.__version__.startswith("3.5"):
+    if not pyspark.__version__.startswith(SPARK_LINE + "."):
         raise StackError(
-            f"pyspark {pyspark.__version__} is installed, 3.5.x is required. A 6.x apache-spark Airflow provider "
-            "pulls pyspark-client 4.x which overwrites pyspark: pin apache-airflow-providers-apache-spark==5.6.0 "
-            "and reinstall pyspark==3.5.9."
+            f"pyspark {pyspark.__version__} is installed, {SPARK_LINE}.x is required (Iceberg {ICEBERG_VERSION}'s "
+            f"runtime is built for Spark {SPARK_LINE}). A 6.x apache-spark Airflow provider pulls pyspark-client "
+            "which overwrites pyspark: pin apache-airflow-providers-apache-spark==5.6.0 and run `make setup`."
         )
     return pyspark.__version__
 
@@ -118,7 +119,7 @@ def spark_plan(settings: Settings, app_name: Optional[str] = None, *, catalog_ta
     required = jdbc_driver_jar(uri)
     # every installed catalog driver, so one session can also open a second deployment's catalog
     others = [p for p in (_first_existing(SQLITE_JARS), _first_existing(POSTGRES_JARS)) if p and p != required]
-    jars = (str(iceberg_runtime_jar()), str(required), *map(str, others))
+    jars = (str(iceberg_runtime_jar()), str(iceberg_aws_jar()), str(required), *map(str, others))
     spark = settings.spark
     prefix = f"spark.sql.catalog.{catalog}"
     log_config = PROJECT_LOG4J if PROJECT_LOG4J.is_file() else None
@@ -183,6 +184,10 @@ def spark_plan(settings: Settings, app_name: Optional[str] = None, *, catalog_ta
     if settings.catalog_password:
         conf[f"{prefix}.jdbc.password"] = settings.catalog_password
     conf.update({str(k): str(v) for k, v in spark.get("conf", {}).items()})
+    # ANSI mode (Spark 4's default), stated and kept whatever spark.conf says: without it a cast that cannot hold
+    # a value gives NULL and arithmetic overflows wrap, i.e. the engine would change values silently. Every cast
+    # in the merge is written for it (try_cast where a failure is expected and handled).
+    conf["spark.sql.ansi.enabled"] = "true"
     return SparkPlan(master=str(spark["master"]), app_name=app_name or spark["app_name"], conf=conf, jars=jars)
 
 

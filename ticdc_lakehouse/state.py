@@ -105,7 +105,7 @@ class StateStore:
         for name, ddl in wanted:
             self.spark.sql(
                 f"CREATE TABLE IF NOT EXISTS {self.table(name)} ({ddl}) USING iceberg "
-                "TBLPROPERTIES ('format-version'='2')"
+                "TBLPROPERTIES ('format-version'='3')"
             )
         self._ensured = True
 

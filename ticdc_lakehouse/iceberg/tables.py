@@ -107,7 +107,7 @@ def describe(ji: JavaIceberg, schema: str, table: str) -> TargetTable:
 def table_properties(changefeed: str, upstream: str, write_mode: str, extra: Mapping[str, str] = {}) -> dict[str, str]:
     mode = "merge-on-read" if write_mode == "merge-on-read" else "copy-on-write"
     props = {
-        "format-version": "2",
+        "format-version": "3",  # deletion vectors (Puffin) for merge-on-read deletes
         "write.merge.mode": mode,
         "write.update.mode": mode,
         "write.delete.mode": mode,

@@ -57,13 +57,18 @@ def names_from_numbers_sql(raw: str, base: str, elements: Sequence[str]) -> str:
     members NULL, a bitmask the names of its bits joined by commas. The one definition of that rule: the merge
     types row values with it (``typed_value``), ``lakehouse create-tables`` rewrites stored numbers with it."""
     members = "array(" + ", ".join(sql_string(e) for e in elements) + ")"
-    number = f"CAST({raw} AS BIGINT)"
     if base == "enum":
+        # ANSI casts: an index too long for INT is past the members like any other (try_cast: NULL, no error);
+        # element_at is reached only with an index inside the array
+        number = f"try_cast({raw} AS INT)"
         names = (f"CASE WHEN {number} = 0 THEN '' WHEN {number} BETWEEN 1 AND {len(elements)} "
-                 f"THEN element_at({members}, CAST({number} AS INT)) END")
+                 f"THEN element_at({members}, {number}) END")
     else:
+        # A SET of 64 members has bitmasks up to 2^64-1, past BIGINT: conv reads the digits as an unsigned 64-bit
+        # number and spells its bits, lowest first once reversed (a bitmask past 64 bits fails the ANSI conv)
+        bits = f"reverse(conv({raw}, 10, 2))"
         names = (f"array_join(filter({members}, (lakehouse_member, lakehouse_bit) -> "
-                 f"({number} & CAST(pow(2, lakehouse_bit) AS BIGINT)) != 0), ',')")
+                 f"substring({bits}, lakehouse_bit + 1, 1) = '1'), ',')")
     return f"CASE WHEN {raw} RLIKE {sql_string(NUMBER_PATTERN)} THEN {names} ELSE {raw} END"
 
 
