@@ -17,7 +17,6 @@ a small heap and the class-data archive of tests/jvm_service.py.
 
 from __future__ import annotations
 
-import atexit
 import base64
 import os
 import shutil
@@ -32,7 +31,15 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.jvm_service import TEST_SERVICES, JavaProcess, free_port, java_executable, missing, port_open
+from tests.jvm_service import (
+    TEST_SERVICES,
+    JavaProcess,
+    free_port,
+    java_executable,
+    missing,
+    per_process,
+    port_open,
+)
 
 __all__ = ["Broker", "create_topic", "free_port", "kafka_broker", "port_open", "private_broker", "produce",
            "unique_topic"]
@@ -197,18 +204,9 @@ class Broker:
                 pass
 
 
-_SHARED: Optional[Broker] = None
-
-
 def shared_broker() -> Broker:
     """One broker per test process, however many modules import the fixture; stopped at exit."""
-    global _SHARED
-    if _SHARED is None:
-        _SHARED = Broker().start()
-        atexit.register(_SHARED.close)
-    else:
-        _SHARED.start()  # no-op while it runs
-    return _SHARED
+    return per_process("kafka", lambda: Broker().start(), Broker.close).start()  # start: a no-op while it runs
 
 
 def stop_broker(kill: bool = False) -> None:

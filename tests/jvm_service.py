@@ -10,6 +10,7 @@ archive that does not match, so a stale one only costs the time it would have sa
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import shutil
@@ -18,11 +19,21 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, TypeVar
 
 #: where scripts/fetch_jvm_deps.sh puts jvm/test-services/pom.xml's artifacts
 TEST_SERVICES = Path(sys.prefix) / "share" / "ticdc-lakehouse" / "jars" / "test-services"
 _QUIET_CDS = ("-Xlog:cds=off", "-Xlog:cds+dynamic=off")
+_PER_PROCESS: dict[str, Any] = {}
+T = TypeVar("T")
+
+
+def per_process(name: str, start: Callable[[], T], stop: Callable[[T], Any]) -> T:
+    """One server of a kind per test process, however many modules import its fixture; stopped at exit."""
+    if name not in _PER_PROCESS:
+        _PER_PROCESS[name] = start()
+        atexit.register(stop, _PER_PROCESS[name])
+    return _PER_PROCESS[name]
 
 
 def java_executable() -> str:

@@ -13,7 +13,6 @@ Use it from a test module with ``from tests.schema_registry_fixture import schem
 
 from __future__ import annotations
 
-import atexit
 import io
 import json
 import os
@@ -33,7 +32,7 @@ import fastavro
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
-from tests.jvm_service import TEST_SERVICES, JavaProcess, free_port, missing
+from tests.jvm_service import TEST_SERVICES, JavaProcess, free_port, missing, per_process
 from ticdc_lakehouse.decode.confluent_avro import confluent_frame
 
 #: the Confluent-compatible API under Apicurio's root
@@ -102,22 +101,10 @@ class ApicurioRegistry:
         shutil.rmtree(self.log_path.parent, ignore_errors=True)
 
 
-_SHARED: Optional[ApicurioRegistry] = None
-
-
-def shared_registry() -> ApicurioRegistry:
-    """One registry per test process, however many modules import the fixture; stopped at exit."""
-    global _SHARED
-    if _SHARED is None:
-        _SHARED = ApicurioRegistry().start()
-        atexit.register(_SHARED.stop)
-    return _SHARED
-
-
 @pytest.fixture(scope="session")
 def schema_registry() -> Iterator[str]:
     """The Confluent-compatible URL of the session's real schema registry (Apicurio)."""
-    yield shared_registry().url
+    yield per_process("apicurio", lambda: ApicurioRegistry().start(), ApicurioRegistry.stop).url
 
 
 class _FrontHandler(BaseHTTPRequestHandler):

@@ -102,11 +102,11 @@ def test_postgres_holds_the_iceberg_catalog_and_the_airflow_database(compose, se
 
 def test_the_warehouse_is_a_minio_bucket_that_minio_init_creates(services, lakehouse_toml):
     warehouse = urlparse(env(services["airflow-scheduler"])["LAKEHOUSE_WAREHOUSE"])
-    assert warehouse.scheme == "s3a"
+    assert warehouse.scheme == "s3"
     assert f"lake/{warehouse.hostname}" in " ".join(services["minio-init"]["command"])
-    endpoint = urlparse(lakehouse_toml["spark"]["conf"]["spark.hadoop.fs.s3a.endpoint"])
+    endpoint = urlparse(lakehouse_toml["s3"]["endpoint"])
     assert endpoint.hostname == "minio" and endpoint.port in published(services["minio"])
-    assert lakehouse_toml["spark"]["conf"]["spark.hadoop.fs.s3a.path.style.access"] == "true"
+    assert lakehouse_toml["s3"]["path_style_access"] is True and lakehouse_toml["s3"]["checksums"] == "when_required"
     for name in AIRFLOW_SERVICES + ("spark-worker",):
         variables = env(services[name])
         assert variables["AWS_ACCESS_KEY_ID"] == env(services["minio"])["MINIO_ROOT_USER"]
@@ -160,7 +160,14 @@ def test_the_containers_config_resolves_to_the_production_settings(compose, serv
     config.write_text(compose["configs"]["lakehouse-toml"]["content"])
     settings = load_settings(config, env={**env(services["airflow-scheduler"]), "LAKEHOUSE_CONFIG": str(config)})
     assert settings.catalog_uri == "jdbc:postgresql://postgres:5432/iceberg"
-    assert settings.warehouse == "s3a://lakehouse/warehouse"
+    assert settings.warehouse == "s3://lakehouse/warehouse"
+    from ticdc_lakehouse.spark_session import spark_plan
+
+    conf = spark_plan(settings).conf  # the catalog writes the bucket through S3FileIO, path-style, at MinIO
+    assert conf["spark.sql.catalog.lake.io-impl"] == "org.apache.iceberg.aws.s3.S3FileIO"
+    assert conf["spark.sql.catalog.lake.s3.endpoint"] == "http://minio:9000"
+    assert conf["spark.sql.catalog.lake.s3.path-style-access"] == "true"
+    assert "-Daws.requestChecksumCalculation=when_required" in conf["spark.driver.extraJavaOptions"]
     assert settings.spark["submit"] == "spark-submit"
     assert list(settings.changefeeds) == list(lakehouse_toml["changefeeds"])
     assert settings.raw["maintenance"]["schedule"] == "@daily"

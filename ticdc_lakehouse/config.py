@@ -31,6 +31,8 @@ DEFAULT_CONFIG_FILE = PROJECT_ROOT / "conf" / "lakehouse.toml"
 DEFAULTS: dict[str, Any] = {
     "catalog": {"name": "lake", "uri": "", "user": "", "password": "", "warehouse": ""},
     "landing": {"path": ""},
+    # the S3 API of an s3:// warehouse (object_storage.py); credentials from the AWS SDK chain (AWS_* env)
+    "s3": {"endpoint": "", "path_style_access": False, "region": "", "checksums": "when_supported"},
     "spark": {
         "master": "local[*]",
         "app_name": "ticdc-lakehouse",
