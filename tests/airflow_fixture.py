@@ -9,6 +9,7 @@ in-process Spark session of the test is reused by the tasks).
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import shutil
 import sys
@@ -39,6 +40,11 @@ if "airflow" not in sys.modules:
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(PLUGINS),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
+        # OpenLineage events of every task go to a file the tests read (the provider reads this once per process);
+        # emitted from a thread, not a fork of a process that runs a JVM
+        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
+            {"type": "file", "log_file_path": str(Path(_home) / "openlineage.jsonl"), "append": True}),
+        "AIRFLOW__OPENLINEAGE__EXECUTE_IN_THREAD": "True",
     })
 
 
@@ -69,3 +75,30 @@ def dag_bag(**kwargs):
     from airflow.dag_processing.dagbag import DagBag
 
     return DagBag(str(DAGS), **kwargs)
+
+
+def lineage_events() -> list[dict]:
+    """The OpenLineage events emitted so far in this test session (see the file transport above)."""
+    path = Path(os.environ["AIRFLOW_HOME"]) / "openlineage.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def sync_dag(dag, paused: bool = False) -> None:
+    """Write a DAG defined in a test to the metadata DB, as the dag-processor does for a DAG file, unpaused: a
+    DAG scheduled on assets is then queued by their events, and ``dag.test()`` finds it."""
+    from airflow.dag_processing.collection import update_dag_parsing_results_in_db
+    from airflow.models.dag import DagModel
+    from airflow.serialization.serialized_objects import LazyDeserializedDAG
+    from airflow.utils.session import create_session
+
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+
+    with create_session() as session:
+        DagBundlesManager().sync_bundles_to_db(session=session)
+    with create_session() as session:
+        update_dag_parsing_results_in_db("dags-folder", None, [LazyDeserializedDAG.from_dag(dag)], {}, None, set(),
+                                         session=session)
+    with create_session() as session:
+        session.query(DagModel).filter(DagModel.dag_id == dag.dag_id).update({"is_paused": paused})

@@ -42,7 +42,7 @@ from tests.jvm_service import (
 )
 
 __all__ = ["Broker", "create_topic", "free_port", "kafka_broker", "port_open", "private_broker", "produce",
-           "unique_topic"]
+           "restart_broker", "shared_broker", "start_broker", "stop_broker", "unique_topic"]
 
 Header = tuple[str, Optional[bytes]]
 

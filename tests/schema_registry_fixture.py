@@ -187,6 +187,22 @@ class Producer:
         return confluent_frame(self.register(schema, suffix), self.body(schema, record))
 
 
+def items_schemas() -> tuple[dict, dict]:
+    """The key and value schemas TiCDC's Avro encoder (with the TiDB extension) writes for a table
+    ``shop.items (id INT PRIMARY KEY, label TEXT)``."""
+
+    def typed(avro_type: str, tidb_type: str) -> dict:
+        return {"type": avro_type, "connect.parameters": {"tidb_type": tidb_type}}
+
+    key_schema = {"type": "record", "name": "items", "namespace": "default.shop",
+                  "fields": [{"name": "id", "type": typed("int", "INT")}]}
+    value_schema = {**key_schema, "fields": [
+        {"name": "id", "type": typed("int", "INT")}, {"name": "label", "type": typed("string", "TEXT")},
+        {"name": "_tidb_op", "type": "string"}, {"name": "_tidb_commit_ts", "type": "long"},
+        {"name": "_tidb_commit_physical_time", "type": "long"}]}
+    return key_schema, value_schema
+
+
 def closed_port() -> int:
     """A loopback port nothing listens on: the address of a registry that is down."""
     return free_port()  # bound and released: nothing listens there

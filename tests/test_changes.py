@@ -157,7 +157,8 @@ def test_columns_every_event_carried_get_no_presence_flag(spark):
 ])
 def test_enum_indexes_and_set_bitmasks_become_names_and_names_stay(spark, descriptor, names):
     """One rule for the merge's typing (``typed_value``) and the rewrite of stored numbers (``lakehouse
-    create-tables``): index 0 is "", an index past the members NULL, a bitmask its bits' names; a value that is
+    create-tables``): index 0 is "", a bitmask its bits' names, an index past the members NULL (the merge fails on
+    it instead, naming it: never a silent NULL); a value that is
     not a number, or that the event sent as a name, is kept."""
     from pyspark.sql import functions as F
 
@@ -165,8 +166,14 @@ def test_enum_indexes_and_set_bitmasks_become_names_and_names_stay(spark, descri
     frame = spark.createDataFrame([({"v": v}, flag) for v, flag in zip(raw, [None] * len(raw))],
                                   "m map<string,string>, named array<string>")
     column = TargetColumn("v", "string", descriptor)
-    typed = frame.select(typed_value("m", F.col("named"), column).alias("v")).collect()
-    assert [r["v"] for r in typed] == names
+    limit = 2 if descriptor.startswith("enum") else 7  # the greatest index / bitmask of the members
+    past = [v is not None and v.isdigit() and int(v) > limit for v in raw]  # past the members
+    kept = frame.filter(~F.col("m")["v"].isin([v for v, p in zip(raw, past) if p]) | F.col("m")["v"].isNull())
+    typed = kept.select(typed_value("m", F.col("named"), column).alias("v")).collect()
+    assert [r["v"] for r in typed] == [name for name, p in zip(names, past) if not p]
+    for value in [v for v, p in zip(raw, past) if p]:  # never a silent NULL: the merge fails, naming the value
+        with pytest.raises(Exception, match=f"lakehouse-invalid-value: column v .*value {value} "):
+            frame.filter(F.col("m")["v"] == value).select(typed_value("m", F.col("named"), column)).collect()
     named = frame.select(typed_value("m", F.array(F.lit("v")), column).alias("v")).collect()
     assert [r["v"] for r in named] == raw  # sent as names (Simple, Canal-JSON...): never read as numbers
     base, _, _ = descriptor.partition("(")

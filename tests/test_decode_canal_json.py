@@ -218,3 +218,19 @@ def test_a_claim_checked_row_is_read_from_the_claim_check_storage(raw_value, tmp
     [event] = decode(pointer, _large("lz4", f"file://{tmp_path}", raw_value))
     assert isinstance(event, RowChange) and event.after == {"id": "7"} and event.commit_ts == 9
     assert (event.position.partition, event.position.offset) == (2, 0)
+
+
+@pytest.mark.parametrize("pk_names", [[], None])
+def test_a_table_without_a_primary_key_is_a_row_without_key_columns(pk_names):
+    """TiCDC writes ``"pkNames": []`` for every table without a PRIMARY KEY (its handle a NOT NULL UNIQUE key, or
+    none): a row like any other, keyed later by the lake table's handle (or its whole row)."""
+    [event] = decode(dml(pkNames=pk_names))
+    assert type(event) is RowChange and event.key_columns == () and event.after == {"id": "1"}
+
+
+def test_a_ts_without_the_tidb_extension_is_marked_made_up():
+    """``es`` is milliseconds: two transactions may share it, so the merge must not treat it as one TSO."""
+    [plain] = decode(dml())
+    [tso] = decode(dml(_tidb={"commitTs": 42}))
+    assert (plain.commit_ts, plain.ts_made_up) == (1700000000000 << 18, True)
+    assert (tso.commit_ts, tso.ts_made_up) == (42, False)

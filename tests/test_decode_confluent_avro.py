@@ -149,21 +149,22 @@ def test_corrupted_rows_are_dead_lettered(schema_registry):
     assert isinstance(failure, DecodeFailure) and "corrupted" in failure.reason
 
 
-def test_without_extension_rows_are_upserts_at_the_last_known_commit_ts(schema_registry):
+def test_without_extension_rows_are_upserts_whose_ts_is_marked_made_up(schema_registry):
+    """No ``_tidb_commit_ts``: the decoder keeps no guess of its own (one would depend on which Spark task decoded
+    the row); the merge fills it in Kafka order (``merge.made_up_ts``)."""
     producer = Producer(schema_registry, "golden-plain")
     schema = golden("expectedSchemaWithoutExtension")
     ext_schema = golden("expectedSchemaWithExtension")
     decoder = decoder_for(schema_registry)
     key = producer.encode(KEY_SCHEMA, {"id": 1}, "key")
     [first] = decode(decoder, key, producer.encode(schema, record_for(schema)), offset=1)
-    assert first.op == UPDATE and first.commit_ts == 0  # nothing seen yet on this partition
+    assert first.op == UPDATE and (first.commit_ts, first.ts_made_up) == (0, True)
     with_ts = producer.encode(ext_schema, record_for(ext_schema, _tidb_op="c", _tidb_commit_ts=500,
                                                      _tidb_commit_physical_time=0))
-    decode(decoder, key, with_ts, offset=2)
+    [real] = decode(decoder, key, with_ts, offset=2)
+    assert (real.commit_ts, real.ts_made_up) == (500, False)
     [later] = decode(decoder, key, producer.encode(schema, record_for(schema)), offset=3)
-    assert later.commit_ts == 500
-    [other_partition] = decode(decoder, key, producer.encode(schema, record_for(schema)), offset=3, partition=1)
-    assert other_partition.commit_ts == 0
+    assert (later.commit_ts, later.ts_made_up) == (0, True)
 
 
 def test_tombstone_is_a_delete_of_the_key_columns(schema_registry):
@@ -176,7 +177,7 @@ def test_tombstone_is_a_delete_of_the_key_columns(schema_registry):
     [event] = decode(decoder, key, None, offset=1)
     assert (event.op, event.after, event.before) == (DELETE, None, {"id": "42"})
     assert event.key_columns == ("id",) and event.column_types == {"id": "int"}
-    assert (event.schema, event.table, event.commit_ts) == ("testdb", "avroencode", 77)
+    assert (event.schema, event.table, event.commit_ts, event.ts_made_up) == ("testdb", "avroencode", 0, True)
 
 
 def test_watermark_mode_delete_has_op_d_and_key_columns(schema_registry):

@@ -251,7 +251,7 @@ def test_table_schema_descriptors_are_built_from_data_type_parts():
         "tags": "set('x','y')",
         "ts": "timestamp",
         "raw": "varbinary",
-        "flag": "bit",
+        "flag": "bit(1)",  # BIT keeps its width
         "ratio": "double",
         "n": "int",
     }

@@ -173,3 +173,23 @@ def test_the_containers_config_resolves_to_the_production_settings(compose, serv
     assert settings.raw["maintenance"]["schedule"] == "@daily"
     assert "lakehouse" not in str(settings.masked()["catalog"]["password"])
 
+
+def test_the_image_runs_the_engine_make_setup_installs(compose):
+    """Spark 4.1 from pyproject and the same Iceberg jars, fetched with Maven from jvm/runtime/pom.xml and checked
+    against its checksums, where the sessions look for them; no jar fetched any other way."""
+    build = compose["x-lakehouse-build"]["dockerfile_inline"]
+    assert "openjdk-17-jre-headless" in build and "maven" in build
+    assert "fetch_jvm_deps.sh /opt/lakehouse/jvm/runtime /opt/lakehouse-jars/runtime" in build
+    assert "LAKEHOUSE_JVM_JARS=/opt/lakehouse-jars" in build
+    assert ".jar" not in build and "hadoop-aws" not in build
+    assert "COPY --chown=airflow:root jvm /opt/lakehouse/jvm" in build
+
+
+def test_no_secret_is_on_a_command_line(services):
+    """Command lines are public (``ps`` on the host lists every container's processes): secrets go through the
+    environment or files, never into a service's command, entrypoint or healthcheck, neither as a shell variable
+    (``$$MINIO_ROOT_PASSWORD``) nor interpolated by compose (``${...PASSWORD}``)."""
+    for name, service in services.items():
+        for part in ("command", "entrypoint", "healthcheck"):
+            text = str(service.get(part) or "")
+            assert not re.search(r"PASSWORD|SECRET|KEY\b|TOKEN", text, re.IGNORECASE), f"{name} {part}: {text}"

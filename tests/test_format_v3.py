@@ -62,3 +62,71 @@ def test_new_tables_are_format_v3_and_merges_write_deletion_vectors(spark, setti
     assert sum(d["record_count"] for d in deletes) == 4  # ids 1 (updated), 2, 3, 4 (updated) marked deleted
     control = {r["key"]: r["value"] for r in lake_rows(spark, "SHOW TBLPROPERTIES _lakehouse.checkpoints")}
     assert control["format-version"] == "3"
+
+
+def _status_of(spark, settings, table: str) -> tuple[dict, str]:
+    """``lakehouse status``'s row for a table, and the line its text shows for it."""
+    from ticdc_lakehouse.status import collect_status, render_status
+
+    status = collect_status(settings, kafka=False, spark=spark)
+    [row] = [t for feed in status["changefeeds"] for t in feed["tables"] if t["table"] == table]
+    [line] = [line for line in render_status(status).splitlines() if line.strip().startswith(f"| {table} ")]
+    return row, line
+
+
+def _delete_formats(spark, table: str) -> list[str]:
+    return [r["file_format"] for r in lake_rows(spark, f"SELECT file_format FROM {table}.delete_files")]
+
+
+@pytest.mark.spark
+def test_maintain_upgrade_format_takes_a_v2_lake_to_v3_and_every_tagged_cut_stays_readable(
+        spark, settings, tmp_path, monkeypatch):
+    """A lake as the previous version wrote it (format v2, position-delete files, ``tso_*`` tags), then
+    ``lakehouse maintain --upgrade-format``: the tables are v3, both cuts read as before, and the next merge
+    writes deletion vectors."""
+    from ticdc_lakehouse.cli import build_parser
+    from ticdc_lakehouse.iceberg import tables
+    from ticdc_lakehouse.maintenance import maintain
+
+    assert build_parser().parse_args(["maintain", "--upgrade-format"]).upgrade_format
+    archive = tmp_path / "archive"
+    monkeypatch.setattr(tables, "FORMAT_VERSION", 2)  # what the previous version created
+    first = [*create_app_table(AT), *[row(110 + i, INSERT, {"id": str(i), "v": "a", "w": "b"}) for i in range(4)],
+             ResolvedEvent(200, AT)]
+    second = [row(210, UPDATE, {"id": "1", "v": "a2", "w": "b2"}), row(211, DELETE, {"id": "2"}),
+              ResolvedEvent(300, AT)]
+    backfill_open_protocol_runs(spark, settings, archive, first, second)
+    monkeypatch.undo()
+    before = {r["key"]: r["value"] for r in lake_rows(spark, "SHOW TBLPROPERTIES app.a")}
+    assert before["format-version"] == "2" and set(_delete_formats(spark, "app.a")) == {"PARQUET"}
+    cuts = {ts: lake_rows(spark, f"SELECT * FROM app.a VERSION AS OF 'tso_{ts}' ORDER BY id") for ts in (200, 300)}
+    shown, line = _status_of(spark, settings, "app.a")
+    assert (shown["format_version"], shown["deletion_vectors"]) == (2, 0) and shown["delete_files"] >= 1
+    assert "| v2 " in line
+    assert [r["id"] for r in cuts[200]] == [0, 1, 2, 3] and [r["id"] for r in cuts[300]] == [0, 1, 3]
+
+    dry = maintain(settings, spark=spark, dry_run=True, upgrade_format=True)
+    assert dry["changefeeds"][0]["tables"]["app.a"]["format_version"] == {"before": 2, "would_set": 3}
+    result = maintain(settings, spark=spark, upgrade_format=True)
+    assert result["ok"], result["problems"]
+    assert result["changefeeds"][0]["tables"]["app.a"]["format_version"] == {"before": 2, "after": 3}
+    assert result["control_tables"]["_lakehouse.checkpoints"]["format_version"] == {"before": 2, "after": 3}
+    for name in ("app.a", "_lakehouse.checkpoints"):
+        assert {r["key"]: r["value"] for r in lake_rows(spark, f"SHOW TBLPROPERTIES {name}")}["format-version"] == "3"
+    for ts, rows in cuts.items():  # the old snapshots (and their v2 position deletes) read the same
+        assert lake_rows(spark, f"SELECT * FROM app.a VERSION AS OF 'tso_{ts}' ORDER BY id") == rows
+    assert lake_rows(spark, "SELECT * FROM app.a ORDER BY id") == cuts[300]
+
+    third = [row(310, DELETE, {"id": "3"}), row(311, UPDATE, {"id": "0", "v": "z", "w": "z"}),
+             ResolvedEvent(400, AT)]
+    backfill_open_protocol_runs(spark, settings, archive, third)
+    assert lake_rows(spark, "SELECT * FROM app.a ORDER BY id") == [
+        {"id": 0, "v": "z", "w": "z"}, {"id": 1, "v": "a2", "w": "b2"}]
+    assert set(_delete_formats(spark, "app.a")) == {"PUFFIN"}  # the new deletes are deletion vectors
+    shown, line = _status_of(spark, settings, "app.a")
+    assert (shown["format_version"], shown["delete_files"]) == (3, 0)
+    assert shown["deletion_vectors"] == len(_delete_formats(spark, "app.a")) >= 1
+    assert shown["data_files"] >= 1 and "| v3 " in line
+    assert lake_rows(spark, "SELECT * FROM app.a VERSION AS OF 'tso_300' ORDER BY id") == cuts[300]
+    again = maintain(settings, spark=spark, upgrade_format=True)  # idempotent: nothing left to upgrade
+    assert again["changefeeds"][0]["tables"]["app.a"]["format_version"] == {"before": 3, "after": 3}

@@ -416,8 +416,10 @@ def test_extra_kafka_settings_pass_through_but_secrets_never_reach_the_log(kafka
 def test_partition_plans_start_at_the_landed_end_and_flag_loss_and_regression():
     from ticdc_lakehouse.landing.kafka_source import plan_partition
 
+    # a first landing of a log that no longer starts at 0: retention removed offsets 0..6 before any landed
     fresh = plan_partition("t", 0, low=7, high=20, landed=None)
-    assert (fresh.start, fresh.lost, fresh.regressed) == (7, None, False)
+    assert (fresh.start, fresh.lost, fresh.regressed) == (7, (0, 7), False)
+    assert plan_partition("t", 0, low=0, high=20, landed=None).lost is None
     resumed = plan_partition("t", 0, low=7, high=20, landed=12)
     assert (resumed.start, resumed.lost, resumed.regressed) == (12, None, False)
     lost = plan_partition("t", 0, low=15, high=20, landed=12)

@@ -44,3 +44,35 @@ def test_deleting_keeps_each_partition_contiguous_and_its_landed_end(tmp_path):
     assert real["segments"] == dry["segments"]
     left = list_segments(tmp_path, "cf")[A]
     assert [(s.start, s.end) for s in left] == [(20, 25)] and check_contiguous(left) == []
+
+
+def test_missing_ranges_are_holes_between_segments_and_uncovered_quarantined_offsets():
+    from ticdc_lakehouse.landing.quarantine import missing_ranges, readable_prefix
+
+    segments = _segments(A, [(10, 20), (25, 30), (30, 40)])
+    # a hole between segments, and a quarantined first segment [0, 10) no segment covers any more
+    assert missing_ranges(segments, [(0, 10)]) == [(0, 10), (20, 25)]
+    assert missing_ranges(segments, [(10, 20)]) == [(20, 25)]  # landed again: covered
+    assert readable_prefix(segments, [(20, 25)]) == segments[:1]
+    assert readable_prefix(segments, [(0, 10)]) == [] and readable_prefix(segments, []) == segments
+
+
+def test_a_quarantined_range_landed_again_is_no_hole_after_retention_deletes_it(tmp_path):
+    from ticdc_lakehouse.landing.quarantine import mark_relanded, quarantine, quarantined_ranges, read_quarantined
+
+    def land(start, end):
+        path = segment_path(tmp_path, "cf", "t", 0, start, end)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x")
+        return Segment("t", 0, start, end, path)
+
+    first = land(0, 10)
+    land(10, 20)
+    quarantine(tmp_path, "cf", first, "unreadable")
+    assert not first.path.exists() and quarantined_ranges(tmp_path, "cf") == {A: [(0, 10)]}
+    assert mark_relanded(tmp_path, "cf") == []  # not landed again yet: still a hole
+    land(0, 10)
+    assert [q.start for q in mark_relanded(tmp_path, "cf")] == [0]
+    assert read_quarantined(tmp_path, "cf")[0].relanded
+    first.path.unlink()  # retention, once every merge is past it
+    assert quarantined_ranges(tmp_path, "cf") == {}

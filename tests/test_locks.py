@@ -23,7 +23,7 @@ def test_second_merge_process_fails_fast_while_one_holds_the_lock(tmp_path):
         result = subprocess.run([sys.executable, "-m", "ticdc_lakehouse.cli", "merge"], env=env, cwd=ROOT,
                                 capture_output=True, text=True, timeout=120)
     assert result.returncode == 1
-    assert "another merge of changefeed 'default' is running" in result.stderr
+    assert "merge of changefeed 'default' not started: another merge (pid" in result.stderr
     assert not (tmp_path / "catalog.db").exists(), "it must fail before Spark opens the catalog"
 
 

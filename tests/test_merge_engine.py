@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.schema_registry_fixture import Producer, closed_port, schema_registry  # noqa: F401 - pytest fixture
+from tests.schema_registry_fixture import (  # noqa: F401 - pytest fixture
+    Producer,
+    closed_port,
+    items_schemas,
+    schema_registry,
+)
 from tests.lake_helpers import (
     archive_of_existing_tables,
     assert_lake_equals_upstream,
@@ -295,15 +300,7 @@ def test_an_unreachable_schema_registry_fails_the_run_and_the_rerun_applies_ever
     from ticdc_lakehouse.model import SourceUnavailable
     from ticdc_lakehouse.spark_session import use_catalog
 
-    def typed(avro_type: str, tidb_type: str) -> dict:
-        return {"type": avro_type, "connect.parameters": {"tidb_type": tidb_type}}
-
-    key_schema = {"type": "record", "name": "items", "namespace": "default.shop",
-                  "fields": [{"name": "id", "type": typed("int", "INT")}]}
-    value_schema = {**key_schema, "fields": [
-        {"name": "id", "type": typed("int", "INT")}, {"name": "label", "type": typed("string", "TEXT")},
-        {"name": "_tidb_op", "type": "string"}, {"name": "_tidb_commit_ts", "type": "long"},
-        {"name": "_tidb_commit_physical_time", "type": "long"}]}
+    key_schema, value_schema = items_schemas()
     producer = Producer(schema_registry, "outage")
     records = [(producer.encode(key_schema, {"id": i}, "key"),
                 producer.encode(value_schema, {"id": i, "label": f"item {i}", "_tidb_op": "c",

@@ -234,8 +234,8 @@ ICEBERG = [
     ("varbinary(100)", "binary"),
     ("blob", "binary"),
     ("mediumblob", "binary"),
-    ("bit(1)", "bigint"),
-    ("bit(63)", "bigint"),
+    ("bit(1)", "decimal(20,0)"),  # one type for every width: a protocol without the width agrees with the DDL
+    ("bit(63)", "decimal(20,0)"),
     ("bit(64)", "decimal(20,0)"),
     ("bit", "decimal(20,0)"),
     ("vector(3)", "string"),
@@ -358,7 +358,8 @@ WIDENING = [
     ("varchar(10)", "int", "unsupported"),
     ("varchar(10)", "varbinary(10)", "unsupported"),
     ("date", "datetime", "unsupported"),
-    ("bit(8)", "bit(64)", "unsupported"),
+    ("bit(8)", "bit(64)", "same"),
+    ("bit", "bit(8)", "same"),  # typed from Open Protocol rows, then MODIFY b BIT(8) NOT NULL
     ("bit(8)", "bit(16)", "same"),
     ("int", "float", "unsupported"),
 ]

@@ -92,3 +92,21 @@ def test_columns_every_insert_and_update_image_carried():
     # an image without a value for one of its typed columns: nothing is known to be always sent
     partial = task_part([row("s", "t", 3, {"id": "3"}, full)])
     assert sent(partial, one_layout) == frozenset()
+
+
+def test_a_key_only_delete_never_defines_the_table_when_an_insert_image_exists():
+    """``delete-only-output-handle-key-columns``: whichever task saw it, a delete's key-only image loses to any
+    other image (a whole deleted row still counts as the widest); a table seen only through such deletes is marked
+    as not defining its columns."""
+    key_only = row("s", "t", 10, None, {"id": "int"}, op="D", before={"id": "1"})
+    full_delete = row("s", "t", 11, None, {"id": "int", "a": "int", "b": "int"}, op="D",
+                      before={"id": "2", "a": "1", "b": "2"})
+    insert = row("s", "t", 12, {"id": "3", "a": "4"}, {"id": "int", "a": "int"})
+    param = StatsParam()
+    both = finish(param.addInPlace(task_part([key_only, full_delete]), task_part([insert])))
+    assert both.rows[("s", "t")]["column_types"] == [("id", "int"), ("a", "int"), ("b", "int")]
+    assert finish(task_part([key_only, insert])).rows[("s", "t")]["column_types"] == [("id", "int"), ("a", "int")]
+    assert both.rows[("s", "t")]["defines_columns"]
+    alone = finish(task_part([key_only]))
+    assert not alone.rows[("s", "t")]["defines_columns"]
+    assert finish(task_part([full_delete])).rows[("s", "t")]["defines_columns"]

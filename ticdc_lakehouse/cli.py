@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ticdc_lakehouse.config import load_settings
+from ticdc_lakehouse.preflight import PreflightError, preflight
 
 
 def _settings(args: argparse.Namespace):
@@ -17,19 +18,28 @@ def _settings(args: argparse.Namespace):
 
 
 def _progress(args: argparse.Namespace):
-    """Progress for people on a terminal; one JSON object per line (for log collectors) otherwise."""
-    if sys.stderr.isatty():
-        def say(message: str) -> None:
-            print(message, file=sys.stderr, flush=True)
+    """Progress for people on a terminal (with Spark task counts); one JSON object per line (for log collectors)
+    when stderr is not a terminal or ``--format json`` was asked for."""
+    from ticdc_lakehouse.progress import Reporter
+
+    return Reporter(args.command, human=sys.stderr.isatty() and _format(args) != "json")
+
+
+def _format(args: argparse.Namespace) -> str:
+    """``text`` (the human summary) or ``json`` (the full report); ``auto``: text on a terminal, else json."""
+    chosen = getattr(args, "format", None) or "auto"
+    if chosen == "auto":
+        return "text" if sys.stdout.isatty() else "json"
+    return chosen
+
+
+def _print_result(args: argparse.Namespace, result: dict) -> None:
+    if _format(args) == "json":
+        print(json.dumps(result, default=str, indent=2))
     else:
-        import time
+        from ticdc_lakehouse.summary import render_summary
 
-        def say(message: str) -> None:
-            record = {"ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "level": "info",
-                      "command": args.command, "message": message}
-            print(json.dumps(record, ensure_ascii=False), file=sys.stderr, flush=True)
-
-    return say
+        print(render_summary(result))
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
@@ -84,24 +94,29 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     from ticdc_lakehouse.pipeline import backfill
 
     settings = _settings(args)
+    preflight(settings, args.changefeed, args.protocol, archive=Path(args.archive))
     result = backfill(settings, Path(args.archive), changefeed=args.changefeed, protocol=args.protocol,
                       stop_ts=args.stop_ts, progress=_progress(args))
-    print(json.dumps(result, default=str, indent=2))
+    _print_result(args, result)
     return 0 if result.get("ok", True) else 1
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from ticdc_lakehouse.pipeline import run_cycle
 
-    result = run_cycle(_settings(args), changefeed=args.changefeed, progress=_progress(args))
-    print(json.dumps(result, default=str, indent=2))
+    settings = _settings(args)
+    preflight(settings, args.changefeed, kafka=True)
+    result = run_cycle(settings, changefeed=args.changefeed, progress=_progress(args))
+    _print_result(args, result)
     return 0 if result.get("ok", True) else 1
 
 
 def cmd_land(args: argparse.Namespace) -> int:
     from ticdc_lakehouse.pipeline import land
 
-    result = land(_settings(args), changefeed=args.changefeed, progress=_progress(args))
+    settings = _settings(args)
+    preflight(settings, args.changefeed, kafka=True)
+    result = land(settings, changefeed=args.changefeed, progress=_progress(args))
     print(json.dumps(result, default=str, indent=2))
     return 0 if result.get("ok", True) else 1
 
@@ -109,10 +124,12 @@ def cmd_land(args: argparse.Namespace) -> int:
 def cmd_merge(args: argparse.Namespace) -> int:
     from ticdc_lakehouse.pipeline import merge
 
-    result = merge(_settings(args), changefeed=args.changefeed, protocol=args.protocol, stop_ts=args.stop_ts,
+    settings = _settings(args)
+    preflight(settings, args.changefeed, args.protocol)
+    result = merge(settings, changefeed=args.changefeed, protocol=args.protocol, stop_ts=args.stop_ts,
                    progress=_progress(args))
-    print(json.dumps(result, default=str, indent=2))
-    return 0
+    _print_result(args, result)
+    return 0 if result.get("ok", True) else 1
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -129,9 +146,10 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_maintain(args: argparse.Namespace) -> int:
     from ticdc_lakehouse.maintenance import maintain
 
-    result = maintain(_settings(args), changefeed=args.changefeed, dry_run=args.dry_run, progress=_progress(args))
+    result = maintain(_settings(args), changefeed=args.changefeed, dry_run=args.dry_run, progress=_progress(args),
+                      upgrade_format=args.upgrade_format)
     print(json.dumps(result, default=str, indent=2))
-    return 0
+    return 0 if result.get("ok", True) else 1
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -174,7 +192,7 @@ def cmd_skip_message(args: argparse.Namespace) -> int:
 
     count = skip_message(_settings(args), args.position, changefeed=args.changefeed)
     if count == 0:
-        print(f"no partition is held at {args.position}", file=sys.stderr)
+        print(f"no partition (nor table, at a row) is held at {args.position}", file=sys.stderr)
         return 1
     print(f"{args.position}: skipped; the next merge run sends it to the dead-letter table and goes on")
     return 0
@@ -203,6 +221,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _format_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--format", choices=("auto", "text", "json"), default="auto",
+                        help="text: a short summary; json: the full report and JSON progress lines "
+                             "(auto: text on a terminal, json otherwise)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lakehouse", description="TiCDC -> Apache Iceberg lakehouse pipeline")
     parser.add_argument("--config", help="config file (default: $LAKEHOUSE_CONFIG or conf/lakehouse.toml)")
@@ -223,10 +247,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--protocol", help="protocol of the archived messages (default: the changefeed's, else open)")
     p.add_argument("--changefeed")
     p.add_argument("--stop-ts", type=int, help="merge no further than this TSO")
+    _format_option(p)
     p.set_defaults(func=cmd_backfill)
 
     p = sub.add_parser("run", help="one scheduled cycle without Airflow: land from Kafka, then merge")
     p.add_argument("--changefeed")
+    _format_option(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("land", help="land new Kafka records only")
@@ -237,6 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--changefeed")
     p.add_argument("--protocol")
     p.add_argument("--stop-ts", type=int)
+    _format_option(p)
     p.set_defaults(func=cmd_merge)
 
     p = sub.add_parser("status", help="lag, resolved ts, applied cut, halted tables, dead letters")
@@ -248,6 +275,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("maintain", help="compaction, delete-file rewrite, snapshot expiry, orphan cleanup")
     p.add_argument("--changefeed")
     p.add_argument("--dry-run", action="store_true")
+    p.add_argument("--upgrade-format", action="store_true",
+                   help="first set tables still at Iceberg format v2 to v3 (deletion vectors; one-way)")
     p.set_defaults(func=cmd_maintain)
 
     p = sub.add_parser("resume", help="resume a table halted at a DDL")
@@ -288,10 +317,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
         stream=sys.stderr,
     )
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # -v is for our steps, not every py4j call and callback
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except PreflightError as exc:  # found before any work started: what, where, what to do
+        if args.verbose:
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except Exception as exc:  # noqa: BLE001 - one clear line for the user, the traceback with -v
         if args.verbose:
             raise

@@ -30,7 +30,12 @@ DEFAULT_CONFIG_FILE = PROJECT_ROOT / "conf" / "lakehouse.toml"
 
 DEFAULTS: dict[str, Any] = {
     "catalog": {"name": "lake", "uri": "", "user": "", "password": "", "warehouse": ""},
-    "landing": {"path": ""},
+    # accept_data_loss: offsets Kafka deleted before they landed are recorded (status shows them) and landing
+    # goes on past them; false (the default) stops those partitions there and the run exits non-zero
+    "landing": {"path": "", "accept_data_loss": False},
+    # files and directories the lakehouse creates (landing zone, warehouse, SQLite catalog) get at most the
+    # permissions this umask leaves, added to the process's own umask: "077" owner-only, "027" group-readable
+    "storage": {"umask": "077"},
     # the S3 API of an s3:// warehouse (object_storage.py); credentials from the AWS SDK chain (AWS_* env)
     "s3": {"endpoint": "", "path_style_access": False, "region": "", "checksums": "when_supported"},
     "spark": {
@@ -98,6 +103,16 @@ ENV_SHORTCUTS: dict[str, tuple[str, ...]] = {
     "LAKEHOUSE_LANDING": ("landing", "path"),
     "LAKEHOUSE_SPARK_MASTER": ("spark", "master"),
 }
+
+#: sections and keys whose members are free-form (passed on to Spark / confluent-kafka / the registry client)
+FREE_FORM = {("spark", "conf"), ("changefeeds", "*", "kafka"), ("changefeeds", "*", "schema_registry")}
+#: keys a ``[tables."schema.table"]`` section may set (besides every ``[merge]`` key, its fallback)
+TABLE_KEYS = ("write_mode", "bucket_count")
+
+
+class ConfigError(ValueError):
+    """The configuration names a key the product does not know (a typo would otherwise be ignored silently)."""
+
 
 SECRET_WORDS = ("password", "secret", "sasl", "token", "credential", "user.info", "basic.auth")
 
@@ -208,6 +223,71 @@ def _coerce(text: str, like: Any) -> Any:
     return text
 
 
+#: a level whose keys are names the user chooses (changefeeds, tables); the level below them is checked
+NAMES = ("changefeeds", "tables")
+
+
+def _valid_keys(path: tuple[str, ...]) -> Optional[list[str]]:
+    """The keys allowed under ``path``; None where any key is (free-form sections, changefeed/table names)."""
+    if not path:
+        return list(DEFAULTS)
+    generic = tuple("*" if i == 1 and path[0] in NAMES else p for i, p in enumerate(path))
+    if generic in FREE_FORM or path in ((name,) for name in NAMES):
+        return None
+    if path[0] == "changefeeds" and len(path) == 2:
+        return list(DEFAULT_CHANGEFEED)
+    if path[0] == "tables" and len(path) == 2:
+        return list(dict.fromkeys([*TABLE_KEYS, *DEFAULTS["merge"]]))
+    if len(path) == 1 and isinstance(DEFAULTS.get(path[0]), dict):
+        return list(DEFAULTS[path[0]])
+    return []  # below a plain value: nothing
+
+
+def unknown_key(path: tuple[str, ...]) -> Optional[str]:
+    """Why the dotted key ``path`` is not a setting (naming the closest valid key, by difflib), or None."""
+    import difflib
+
+    for depth in range(len(path)):
+        valid = _valid_keys(path[:depth])
+        if valid is None:
+            if path[:depth] in ((name,) for name in NAMES):
+                continue  # a changefeed's or table's name: any
+            return None
+        if path[depth] not in valid:
+            if not valid:
+                return f"{'.'.join(path[:depth])} is a value, it has no key {path[depth]!r}"
+            section = ".".join(f'"{p}"' if "." in p else p for p in path[:depth])
+            where = f"section [{section}]" if depth else "the top level (sections)"
+            close = difflib.get_close_matches(path[depth], valid, n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]!r}?" if close else f"valid keys: {', '.join(sorted(valid))}"
+            return f"unknown key {path[depth]!r} in {where}: {hint}"
+    return None
+
+
+def _tree_keys(tree: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every leaf key path of a parsed TOML document (a table's own path when it is empty)."""
+    paths: list[tuple[str, ...]] = []
+    for key, value in tree.items():
+        path = (*prefix, str(key))
+        if isinstance(value, Mapping) and value:
+            paths += _tree_keys(value, path)
+        else:
+            paths.append(path)
+    return paths
+
+
+def check_keys(tree: Mapping[str, Any], source: str) -> None:
+    """Raise :class:`ConfigError` for the first key of ``tree`` (read from ``source``) that is no setting."""
+    for path in _tree_keys(tree):
+        problem = unknown_key(path)
+        if problem:
+            raise ConfigError(f"{source}: {problem}")
+
+
+def _env_path(var: str) -> list[str]:
+    return [part.lower() for part in var[len("LAKEHOUSE__"):].split("__") if part]
+
+
 def _apply_env(raw: dict[str, Any], env: Mapping[str, str]) -> None:
     for var, path in ENV_SHORTCUTS.items():
         if env.get(var):
@@ -215,9 +295,12 @@ def _apply_env(raw: dict[str, Any], env: Mapping[str, str]) -> None:
     for var, text in env.items():
         if not var.startswith("LAKEHOUSE__"):
             continue
-        path = [part.lower() for part in var[len("LAKEHOUSE__"):].split("__") if part]
+        path = _env_path(var)
         if not path:
             continue
+        problem = unknown_key(tuple(path))
+        if problem:
+            raise ConfigError(f"environment variable {var}: {problem}")
         node = raw
         for part in path[:-1]:
             node = node.setdefault(part, {})
@@ -283,7 +366,9 @@ def load_settings(config_file: Optional[str | Path] = None, env: Optional[Mappin
     source: Optional[Path] = None
     if path.is_file():
         with path.open("rb") as handle:
-            _deep_merge(raw, _expand_env(tomllib.load(handle), env))
+            document = tomllib.load(handle)
+        check_keys(document, f"config file {path}")
+        _deep_merge(raw, _expand_env(document, env))
         source = path
     elif config_file or env.get("LAKEHOUSE_CONFIG"):
         raise FileNotFoundError(f"config file {path} does not exist")

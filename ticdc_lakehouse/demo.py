@@ -13,11 +13,12 @@ real deployment's tables.
 from __future__ import annotations
 
 import shutil
+import sys
 import time
 from dataclasses import replace
+from pathlib import Path
 from ticdc_lakehouse.config import Settings, load_settings
 from ticdc_lakehouse.output import json_value, table_text
-from ticdc_lakehouse.timetravel import tso_to_datetime
 
 TOPIC = "ticdc-demo"
 
@@ -86,10 +87,10 @@ def run_demo(settings: Settings, protocol: str = "open", transactions: int = 60)
 
     _banner("2. lakehouse backfill --archive ...  (land the segments, merge up to the global resolved ts)")
     spark = get_spark(demo, "lakehouse-demo")
-    say = lambda message: print(f"  {message}", flush=True)  # noqa: E731
+    say = _progress()
     result = backfill(demo, archive, protocol=protocol, spark=spark, progress=say)
     cut1 = result["merge"]["resolved_ts"]
-    print(f"applied cut: TSO {cut1} = {tso_to_datetime(cut1):%Y-%m-%d %H:%M:%S.%f} UTC (upstream time)")
+    _summary(result)
     ok = _compare(spark, workload, cut1)
     _show(spark, "SELECT id, customer_id, amount, status, qty, discount FROM shop.orders ORDER BY id")
 
@@ -105,7 +106,7 @@ def run_demo(settings: Settings, protocol: str = "open", transactions: int = 60)
     print(f"appended {records} messages")
     result = backfill(demo, archive, protocol=protocol, spark=spark, progress=say)
     cut2 = result["merge"]["resolved_ts"]
-    print(f"applied cut: TSO {cut2} = {tso_to_datetime(cut2):%Y-%m-%d %H:%M:%S.%f} UTC")
+    _summary(result)
     ok &= _compare(spark, workload, cut2)
     _show(spark, "DESCRIBE shop.customers", limit=20)
     _show(spark, "SELECT snapshot_id, operation, summary['tidb.resolved-ts'] AS resolved_ts, "
@@ -130,6 +131,38 @@ def run_demo(settings: Settings, protocol: str = "open", transactions: int = 60)
 
     print(render_status(collect_status(demo, kafka=False, spark=spark)))
     print(f"\ndemo {'OK' if ok else 'FAILED'} in {time.monotonic() - started:.0f} s; state in {demo.home}")
-    print(f"try: LAKEHOUSE_HOME={demo.home} .venv/bin/lakehouse sql \"SELECT * FROM shop.orders\" --format json")
+    print(next_steps(demo.home, cut1))
     return 0 if ok else 1
+
+
+def _progress():
+    """The CLI's progress: Spark task counts on one live line on a terminal, plain indented lines otherwise."""
+    if sys.stdout.isatty():
+        from ticdc_lakehouse.progress import Reporter
+
+        return Reporter("demo", human=True, stream=sys.stdout)
+    return lambda message: print(f"  {message}", flush=True)
+
+
+def _summary(result) -> None:
+    from ticdc_lakehouse.summary import render_summary
+
+    print("\n".join("  " + line for line in render_summary(result).splitlines()))
+
+
+def next_steps(home: Path, cut: int) -> str:
+    """Where to go after the demo: its lake from the CLI, a time-travel query, other readers, Airflow."""
+    env = f"LAKEHOUSE_HOME={home}"
+    return "\n".join([
+        "",
+        "Where to go next (the demo's lake stays until the next demo run):",
+        f"  {env} .venv/bin/lakehouse status --no-kafka",
+        f"  {env} .venv/bin/lakehouse sql \"SELECT * FROM shop.orders ORDER BY id\" --limit 5",
+        f"  {env} .venv/bin/lakehouse sql \"SELECT count(*) FROM shop.orders\" --as-of-tso {cut}   # time travel",
+        "  without Spark: README 'Reading the lake without Spark' (pyiceberg, DuckDB)",
+        "  Airflow (README 'Airflow'): source scripts/airflow_env.sh && airflow db migrate && airflow standalone",
+        "    then in a second shell: source scripts/airflow_env.sh && airflow dags unpause lakehouse_backfill",
+        f"    airflow dags trigger lakehouse_backfill --conf '{{\"archive\": \"{home / 'archive'}\"}}'",
+        "  your own changefeed: conf/lakehouse.toml [changefeeds.<name>], then .venv/bin/lakehouse run",
+    ])
 

@@ -50,6 +50,7 @@ EVENT_ARROW_SCHEMA = pa.schema(
         ("error", pa.string()),
         ("raw_key", pa.string()),
         ("raw_value", pa.string()),
+        ("ts_made_up", pa.bool_()),
     ]
 )
 
@@ -58,14 +59,13 @@ EVENT_SPARK_SCHEMA = (
     "kind string, topic string, partition int, offset bigint, seq int, commit_ts bigint, schema_name string, "
     "table_name string, op string, after map<string,string>, before map<string,string>, "
     "named_enums array<string>, schema_version bigint, ddl_query string, "
-    "ddl_type string, table_schema string, is_bootstrap boolean, error string, raw_key string, raw_value string"
+    "ddl_type string, table_schema string, is_bootstrap boolean, error string, raw_key string, raw_value string, "
+    "ts_made_up boolean"
 )
 
 _FIELDS = EVENT_ARROW_SCHEMA.names
 #: fields only DDL and failure events fill
 _RARE_FIELDS = ("ddl_query", "ddl_type", "table_schema", "is_bootstrap", "error", "raw_key", "raw_value")
-#: cap on raw bytes copied into a failure record: enough to diagnose, never a multi-MiB blob per row
-RAW_PREVIEW_BYTES = 65536
 
 
 def table_schema_to_json(schema: Optional[TableSchema]) -> Optional[str]:
@@ -90,10 +90,12 @@ def table_schema_from_json(text: Optional[str]) -> Optional[TableSchema]:
     )
 
 
-def _preview(raw: Optional[bytes]) -> Optional[str]:
+def _raw(raw: Optional[bytes]) -> Optional[str]:
+    """A failed message's key or value, whole (base64): the dead-letter table promises the raw bytes, and only
+    failures carry them (the landed segment holding them may be deleted by landing retention)."""
     if raw is None:
         return None
-    return base64.b64encode(raw[:RAW_PREVIEW_BYTES]).decode("ascii")
+    return base64.b64encode(raw).decode("ascii")
 
 
 def event_to_row(event: Event) -> dict:
@@ -112,6 +114,7 @@ def event_to_row(event: Event) -> dict:
             before=list(old_image(event).items()) if event.before is not None else None,
             named_enums=named_enums(event.column_types),
             schema_version=event.schema_version,
+            ts_made_up=True if event.ts_made_up else None,
         )
     elif isinstance(event, ResolvedEvent):
         row.update(kind=KIND_RESOLVED, commit_ts=event.ts)
@@ -128,7 +131,7 @@ def event_to_row(event: Event) -> dict:
             schema_version=event.table_schema.version if event.table_schema else None,
         )
     elif isinstance(event, DecodeFailure):
-        row.update(kind=KIND_ERROR, error=event.reason, raw_key=_preview(event.key), raw_value=_preview(event.value))
+        row.update(kind=KIND_ERROR, error=event.reason, raw_key=_raw(event.key), raw_value=_raw(event.value))
     else:  # pragma: no cover - the model is closed
         raise TypeError(f"not an event: {event!r}")
     return row
@@ -231,6 +234,8 @@ def events_to_batch(events: Iterable[Event]) -> pa.RecordBatch:
             before.add(old_image(e))
             enums.append(enum_names.of(e.column_types))
             versions.append(e.schema_version)
+            if e.ts_made_up:  # rare (see RowChange.ts_made_up): kept sparse
+                rare.setdefault("ts_made_up", {})[index] = True
         else:
             row = event_to_row(e)
             kind.append(row["kind"])

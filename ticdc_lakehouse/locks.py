@@ -33,8 +33,14 @@ def _lock_id(changefeed: str) -> int:
     return int.from_bytes(hashlib.sha256(f"ticdc-lakehouse:{changefeed}".encode()).digest()[:8], "big", signed=True)
 
 
+def _busy(purpose: str, changefeed: str, holder: str, where: str) -> LockBusy:
+    """One line: what was not started, who holds the lock (merge, maintenance, create-tables ...), where."""
+    return LockBusy(f"{purpose} of changefeed {changefeed!r} not started: another {holder} is running and holds "
+                    f"its lock ({where}); one at a time: rerun when it has ended")
+
+
 @contextmanager
-def _file_lock(settings: Settings, changefeed: str, timeout: float) -> Iterator[None]:
+def _file_lock(settings: Settings, changefeed: str, timeout: float, purpose: str) -> Iterator[None]:
     directory = settings.home / "locks"
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{changefeed}.lock"
@@ -48,29 +54,35 @@ def _file_lock(settings: Settings, changefeed: str, timeout: float) -> Iterator[
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     handle.seek(0)
-                    holder = handle.read().strip() or "unknown"
-                    raise LockBusy(
-                        f"another merge of changefeed {changefeed!r} is running ({holder}); "
-                        f"it was not started twice. Lock file: {path}"
-                    ) from None
+                    holder = handle.read().strip() or "process"
+                    raise _busy(purpose, changefeed, holder, f"lock file {path}") from None
                 time.sleep(0.5)
         handle.seek(0)
         handle.truncate()
-        handle.write(f"pid {os.getpid()} since {time.strftime('%Y-%m-%d %H:%M:%S')}")
+        handle.write(f"{purpose} (pid {os.getpid()} since {time.strftime('%Y-%m-%d %H:%M:%S')})")
         handle.flush()
         yield
     finally:
         handle.close()
 
 
+#: who holds a changefeed's advisory lock: the application name of the session holding it
+_ADVISORY_HOLDER = (
+    "SELECT a.application_name, a.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+    "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
+    "AND l.classid::bigint = (%s >> 32) & 4294967295 AND l.objid::bigint = %s & 4294967295"
+)
+
+
 @contextmanager
-def _postgres_lock(settings: Settings, changefeed: str, timeout: float) -> Iterator[None]:
+def _postgres_lock(settings: Settings, changefeed: str, timeout: float, purpose: str) -> Iterator[None]:
     import psycopg2
 
     from ticdc_lakehouse.spark_session import sqlalchemy_uri
 
     dsn = sqlalchemy_uri(settings).replace("postgresql+psycopg2://", "postgresql://")
-    connection = psycopg2.connect(dsn)
+    # the session's name says what holds the lock, so a second one can say it
+    connection = psycopg2.connect(dsn, application_name=f"ticdc-lakehouse {purpose} (pid {os.getpid()})")
     connection.autocommit = True
     deadline = time.monotonic() + timeout
     try:
@@ -80,7 +92,12 @@ def _postgres_lock(settings: Settings, changefeed: str, timeout: float) -> Itera
                 if cursor.fetchone()[0]:
                     break
                 if time.monotonic() >= deadline:
-                    raise LockBusy(f"another merge of changefeed {changefeed!r} is running (PostgreSQL advisory lock)")
+                    lock_id = _lock_id(changefeed)
+                    cursor.execute(_ADVISORY_HOLDER, (lock_id, lock_id))
+                    row = cursor.fetchone()
+                    holder = (row[0] or f"PostgreSQL session {row[1]}") if row else "process"
+                    raise _busy(purpose, changefeed, holder.removeprefix("ticdc-lakehouse "),
+                                "PostgreSQL advisory lock")
                 time.sleep(0.5)
         yield
     finally:
@@ -125,13 +142,14 @@ def driver_lock(spark, settings: Settings, changefeed: str, timeout: float = DRI
 
 
 @contextmanager
-def changefeed_lock(settings: Settings, changefeed: str, spark=None) -> Iterator[None]:
+def changefeed_lock(settings: Settings, changefeed: str, spark=None, purpose: str = "merge") -> Iterator[None]:
     """The changefeed's lock; with ``spark`` also its :func:`driver_lock` (a caller that takes the lock before
-    Spark starts takes the driver lock on its own once it has a session)."""
+    Spark starts takes the driver lock on its own once it has a session). ``purpose`` (merge, maintenance,
+    create-tables) is recorded with the lock, so whoever finds it taken is told what holds it."""
     timeout = float(settings.merge.get("lock_timeout_seconds", 0) or 0)
     if settings.catalog_uri.startswith("jdbc:postgresql:"):
-        process_lock = _postgres_lock(settings, changefeed, timeout)
+        process_lock = _postgres_lock(settings, changefeed, timeout, purpose)
     else:
-        process_lock = _file_lock(settings, changefeed, timeout)
+        process_lock = _file_lock(settings, changefeed, timeout, purpose)
     with process_lock, (driver_lock(spark, settings, changefeed) if spark is not None else nullcontext()):
         yield

@@ -14,6 +14,14 @@ and for the control tables (``_lakehouse.*``) this runs, in this order:
 6. with ``maintenance.landing_retention_hours`` set, landed segments every merge is past
    (``landing/retention.py``).
 
+**Format upgrade** (``upgrade_format=True``, ``lakehouse maintain --upgrade-format``), first of all: every table
+of the changefeed still at Iceberg format v2 (made before this version) and the control tables are set to v3, so
+their merge-on-read changes write deletion vectors from then on. Only table metadata changes: snapshots, refs and
+files stay, so every ``tso_*`` tag reads as before (a v3 reader applies the v2 position deletes of old snapshots);
+the compaction that follows folds the old position deletes into the rewritten data files. It is a flag, not
+automatic, because it is one-way: readers that cannot read v3 (pyiceberg 0.12 with deletion vectors, engines on
+Iceberg < 1.8) can no longer read an upgraded table.
+
 **Which cuts survive.** Every merge run tags each table's snapshot at its cut ``tso_<ts>`` and records the cut in
 the ``checkpoints`` control table. A cut is kept when its TSO (upstream wall-clock time) is within
 ``maintenance.retain_cuts_days`` of now, or when it is one of the newest ``maintenance.retain_last_cuts`` cuts;
@@ -53,7 +61,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from ticdc_lakehouse.config import Settings
-from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY, JavaIceberg, watermark_of
+from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY, JavaIceberg, format_version, watermark_of
+from ticdc_lakehouse.iceberg import tables as iceberg_tables
 from ticdc_lakehouse.iceberg.tables import qualified, quote
 from ticdc_lakehouse.state import NAMESPACE as CONTROL_NAMESPACE
 from ticdc_lakehouse.state import Checkpoint, StateStore
@@ -342,6 +351,20 @@ def compact(spark, ji: JavaIceberg, settings: Settings, name: str, dry_run: bool
     return result
 
 
+def upgrade_format(spark, ji: JavaIceberg, catalog: str, name: str, dry_run: bool) -> dict[str, int]:
+    """Set a table below the format new tables get (``tables.FORMAT_VERSION``) to it (metadata only, one commit;
+    see the module doc)."""
+    namespace, _, table = name.partition(".")
+    before = format_version(ji.load(namespace, table))
+    if before >= iceberg_tables.FORMAT_VERSION:
+        return {"before": before, "after": before}
+    if dry_run:
+        return {"before": before, "would_set": iceberg_tables.FORMAT_VERSION}
+    spark.sql(f"ALTER TABLE {qualified(catalog, namespace, table)} SET TBLPROPERTIES "
+              f"('format-version'='{iceberg_tables.FORMAT_VERSION}')")
+    return {"before": before, "after": format_version(ji.load(namespace, table))}
+
+
 def expire(spark, settings: Settings, name: str, plan: TablePlan, dry_run: bool) -> dict[str, Any]:
     result: dict[str, Any] = {
         "older_than": datetime.fromtimestamp(plan.older_than_ms / 1000, tz=timezone.utc).isoformat(),
@@ -384,7 +407,7 @@ def _delete_rows(spark, state: StateStore, changefeed: str, rows: Sequence[Check
 
 
 def maintain_changefeed(spark, settings: Settings, changefeed: str, dry_run: bool, say: Callable[[str], None],
-                        now: datetime, policy: RetentionPolicy) -> dict[str, Any]:
+                        now: datetime, policy: RetentionPolicy, upgrade: bool = False) -> dict[str, Any]:
     """Maintain the tables of one changefeed; the caller holds its merge lock (unless dry).
 
     ``now`` is what cut ages count from; tag ages and the orphan horizon always use the real clock, because
@@ -403,9 +426,12 @@ def maintain_changefeed(spark, settings: Settings, changefeed: str, dry_run: boo
     for name in names:
         namespace, _, table = name.partition(".")
         watermarks[name] = watermark_of(ji.load(namespace, table))
+        report["tables"][name] = {"watermark_before": watermarks[name]}
+        if upgrade:
+            say(f"{changefeed}: {name}: {'planning' if dry_run else 'running'} the format upgrade")
+            report["tables"][name]["format_version"] = upgrade_format(spark, ji, settings.catalog_name, name, dry_run)
         say(f"{changefeed}: {name}: {'planning compaction' if dry_run else 'compacting'}")
-        report["tables"][name] = {"watermark_before": watermarks[name],
-                                  "compaction": compact(spark, ji, settings, name, dry_run)}
+        report["tables"][name]["compaction"] = compact(spark, ji, settings, name, dry_run)
     states = {name: read_table_state(ji, name) for name in names}
     cuts = {r.resolved_ts for r in rows} | {c for s in states.values() for c in map(cut_of_tag, s.tags) if c}
     kept, dropped = plan_cuts(cuts, now, policy.days, policy.keep_last)
@@ -529,7 +555,7 @@ def verify_cuts(ji: JavaIceberg, rows: Sequence[Checkpoint]) -> list[str]:
 
 
 def maintain_control_tables(spark, settings: Settings, dry_run: bool, say: Callable[[str], None],
-                            policy: RetentionPolicy) -> dict[str, Any]:
+                            policy: RetentionPolicy, upgrade: bool = False) -> dict[str, Any]:
     """The control tables: compaction, expiry beyond the cut retention (keeping the last snapshot), orphans."""
     ji = JavaIceberg(spark, settings.catalog_name)
     report: dict[str, Any] = {}
@@ -541,7 +567,10 @@ def maintain_control_tables(spark, settings: Settings, dry_run: bool, say: Calla
             continue
         name = f"{CONTROL_NAMESPACE}.{table}"
         say(f"control table {name}: {'planning' if dry_run else 'running'} maintenance")
-        entry: dict[str, Any] = {"compaction": compact(spark, ji, settings, name, dry_run)}
+        entry: dict[str, Any] = {}
+        if upgrade:
+            entry["format_version"] = upgrade_format(spark, ji, settings.catalog_name, name, dry_run)
+        entry["compaction"] = compact(spark, ji, settings, name, dry_run)
         state = read_table_state(ji, name)
         plan = plan_table(state, [], [], {}, int(now.timestamp() * 1000), older)
         entry["expire_snapshots"] = expire(spark, settings, name, plan, dry_run)
@@ -561,9 +590,10 @@ def _known_changefeeds(spark, settings: Settings) -> list[str]:
 
 
 def maintain(settings: Settings, changefeed: Optional[str] = None, dry_run: bool = False, progress: Progress = None,
-             spark=None, now: Optional[datetime] = None) -> dict[str, Any]:
+             spark=None, now: Optional[datetime] = None, upgrade_format: bool = False) -> dict[str, Any]:
     """Maintain one changefeed's tables (or every known changefeed's) and the control tables (see module doc).
 
+    ``upgrade_format``: first set tables still at format v2 to v3 (see module doc, Format upgrade).
     ``now``: the wall-clock time cut ages are measured from (default: the current time); snapshot and orphan
     ages always use the real clock.
     Raises ``locks.LockBusy`` when the changefeed is being merged (nothing was changed then).
@@ -591,17 +621,18 @@ def maintain(settings: Settings, changefeed: Optional[str] = None, dry_run: bool
     for name in names:
         with ExitStack() as stack:
             if not dry_run:
-                stack.enter_context(changefeed_lock(settings, name, spark))
-            result["changefeeds"].append(maintain_changefeed(spark, settings, name, dry_run, say, now, policy))
+                stack.enter_context(changefeed_lock(settings, name, spark, purpose="maintenance"))
+            result["changefeeds"].append(maintain_changefeed(spark, settings, name, dry_run, say, now, policy,
+                                                             upgrade_format))
     everyone = _known_changefeeds(spark, settings)
     try:
         with ExitStack() as stack:
             if not dry_run:
                 for name in everyone:
-                    stack.enter_context(changefeed_lock(settings, name, spark))
-            result["control_tables"] = maintain_control_tables(spark, settings, dry_run, say, policy)
+                    stack.enter_context(changefeed_lock(settings, name, spark, purpose="maintenance"))
+            result["control_tables"] = maintain_control_tables(spark, settings, dry_run, say, policy, upgrade_format)
     except LockBusy as exc:
-        result["control_tables"] = {"skipped": f"a merge is running: {exc}"}
+        result["control_tables"] = {"skipped": str(exc)}
         say(f"control tables skipped: {exc}")
     result["problems"] = [p for feed in result["changefeeds"] for p in feed["problems"]]
     result["ok"] = not result["problems"]

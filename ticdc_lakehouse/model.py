@@ -80,6 +80,9 @@ class RowChange:
     position: Position
     table_id: Optional[int] = None
     schema_version: Optional[int] = None
+    #: the decoder made ``commit_ts`` up (no TSO in the message: Canal-JSON's millisecond ``es``, Confluent Avro
+    #: rows without ``_tidb_commit_ts`` and every tombstone): it orders by Kafka position, not as one transaction
+    ts_made_up: bool = False
 
 
 @dataclass(slots=True)

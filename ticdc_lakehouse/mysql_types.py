@@ -67,6 +67,11 @@ BINARY_TYPES = BINARY_CHAR_TYPES | BLOB_TYPES
 #: typing step instead of being rounded silently. Tables created from a parsed CREATE TABLE never see this.
 BARE_DECIMAL_ICEBERG = "decimal(38,10)"
 
+#: BIT(n) of every width, and bare ``bit`` (Open Protocol, Craft: the width is not on the wire): one type that
+#: holds BIT(64)'s 2^64-1, so a type maps to one Iceberg type whichever protocol described it, and a later
+#: ``MODIFY b BIT(8)`` (any width) changes only the column doc, never halts the table.
+BIT_ICEBERG = "decimal(20,0)"
+
 #: Iceberg's largest decimal precision.
 MAX_ICEBERG_PRECISION = 38
 
@@ -454,8 +459,8 @@ def iceberg_type(t: MySQLType) -> str:
 
     Integers widen where the unsigned range needs it (INT UNSIGNED -> bigint, BIGINT UNSIGNED -> decimal(20,0));
     DECIMAL above Iceberg's 38 digits is narrowed (see :func:`narrowing`); TIME (may exceed 24h, be negative) and
-    VECTOR become strings; BIT becomes bigint up to 63 bits, else decimal(20,0). A bare ``bit`` (width unknown)
-    takes decimal(20,0) so every value fits; a bare ``decimal`` takes :data:`BARE_DECIMAL_ICEBERG`.
+    VECTOR become strings; BIT of any width (and a bare ``bit``: width unknown) is :data:`BIT_ICEBERG`; a bare
+    ``decimal`` takes :data:`BARE_DECIMAL_ICEBERG`.
     """
     base = t.base
     if base in ("tinyint", "smallint", "mediumint", "year"):
@@ -480,7 +485,7 @@ def iceberg_type(t: MySQLType) -> str:
     if base in ("datetime", "timestamp"):
         return "timestamp_ntz"
     if base == "bit":
-        return "bigint" if t.length is not None and t.length <= 63 else "decimal(20,0)"
+        return BIT_ICEBERG
     if base in BINARY_TYPES:
         return "binary"
     if base in CHAR_TYPES | TEXT_TYPES | ENUM_SET_TYPES | {"time", "json", "vector"}:

@@ -23,10 +23,21 @@ def _landing_summary(report) -> dict[str, Any]:
 def land(settings: Settings, changefeed: Optional[str] = None, progress: Progress = None) -> dict[str, Any]:
     """Land every partition of the changefeed's topics up to the end offsets seen at the start."""
     from ticdc_lakehouse.landing import land_from_kafka
+    from ticdc_lakehouse.permissions import apply_umask
 
+    apply_umask(settings)  # the raw change data is owner-only unless storage.umask says otherwise
     cf = settings.changefeed(changefeed)
-    report = land_from_kafka(cf, settings.landing_path, progress=_landing_progress(progress))
+    report = land_from_kafka(cf, settings.landing_path, progress=_landing_progress(progress),
+                             allow_gap=accepts_data_loss(settings))
+    for loss in report.data_loss:
+        if progress is not None:
+            progress(f"DATA LOSS (accepted by landing.accept_data_loss): {loss}")
     return {"ok": True, "changefeed": cf.name, "landing": _landing_summary(report)}
+
+
+def accepts_data_loss(settings: Settings) -> bool:
+    value = settings.raw.get("landing", {}).get("accept_data_loss", False)
+    return value.strip().lower() in ("1", "true", "yes", "on") if isinstance(value, str) else bool(value)
 
 
 def _landing_progress(progress: Progress):
@@ -56,7 +67,23 @@ def merge(settings: Settings, changefeed: Optional[str] = None, protocol: Option
     with changefeed_lock(settings, name):  # before Spark starts: a second merge fails at once
         session = spark or get_spark(settings, "lakehouse-merge")
         report = run_merge(session, settings, name, protocol, stop_ts, progress, take_lock=False)
-    return {"ok": not report.halted and not report.held, "merge": report.as_dict()}
+    return {"ok": not report.halted and not report.held, "catalog": settings.catalog_name, "merge": report.as_dict()}
+
+
+def _merge_or_moved(settings: Settings, changefeed: str, protocol: Optional[str], stop_ts: Optional[int],
+                    progress: Progress, spark) -> dict[str, Any]:
+    """:func:`merge`; a landed segment Spark could not read (moved aside by the merge) makes a result that says so
+    instead of an error, so the caller lands it again and merges once more."""
+    from dataclasses import asdict
+
+    from ticdc_lakehouse.landing.quarantine import SegmentQuarantined
+
+    try:
+        return merge(settings, changefeed, protocol, stop_ts, progress, spark)
+    except SegmentQuarantined as exc:
+        if progress is not None:
+            progress(f"QUARANTINED {exc}")
+        return {"ok": False, "merge": {"quarantined": [asdict(exc.entry)], "missing": {}}}
 
 
 def backfill(settings: Settings, archive: Path, changefeed: Optional[str] = None, protocol: Optional[str] = None,
@@ -68,43 +95,91 @@ def backfill(settings: Settings, archive: Path, changefeed: Optional[str] = None
     """
     from ticdc_lakehouse.landing import land_from_archive
     from ticdc_lakehouse.landing.errors import ArchiveCorruptError
+    from ticdc_lakehouse.permissions import apply_umask
 
+    apply_umask(settings)
     cf = settings.changefeed(changefeed)
     if not Path(archive).is_dir():
         raise FileNotFoundError(f"archive directory {archive} does not exist")
-    corrupt: Optional[ArchiveCorruptError] = None
-    try:
-        landing = land_from_archive(archive, settings.landing_path, cf.name, progress=_landing_progress(progress))
-    except ArchiveCorruptError as exc:
-        corrupt = exc
-        landing = getattr(exc, "report", None)
+    def land_archive():
+        try:
+            return land_from_archive(archive, settings.landing_path, cf.name,
+                                     progress=_landing_progress(progress)), None
+        except ArchiveCorruptError as exc:
+            return getattr(exc, "report", None), exc
+
+    landing, corrupt = land_archive()
     fault_point("backfill.after_landing")
-    result = merge(settings, cf.name, protocol or cf.protocol, stop_ts, progress, spark)
+    result = _merge_or_moved(settings, cf.name, protocol or cf.protocol, stop_ts, progress, spark)
+    moved = result["merge"]["quarantined"]
+    if moved and corrupt is None:  # a landed segment was unreadable: land it again from the archive
+        landing, corrupt = land_archive()
+        result = merge(settings, cf.name, protocol or cf.protocol, stop_ts, progress, spark)
+        result["merge"]["quarantined"] = moved + result["merge"]["quarantined"]
     result["landing"] = _landing_summary(landing) if landing is not None else None
     if corrupt is not None:
         raise corrupt
+    if result["merge"]["missing"]:
+        result["ok"] = False
     return result
 
 
 def run_cycle(settings: Settings, changefeed: Optional[str] = None, progress: Progress = None,
               spark=None) -> dict[str, Any]:
-    """One scheduled cycle: land from Kafka, then merge (what ``lakehouse run`` and the DAG do)."""
-    landed = land(settings, changefeed, progress)
-    merged = merge(settings, changefeed, None, None, progress, spark)
-    return {"ok": merged["ok"], "landing": landed["landing"], "merge": merged["merge"]}
+    """One scheduled cycle: land from Kafka, then merge (what ``lakehouse run`` and the DAG do).
+
+    Data loss that is not accepted does not stop the merge of what did land (the lost partitions stop before
+    the loss, so no cut passes it); the run then fails naming the offsets. A merge that finds a landed segment
+    unreadable moves it aside and stops that partition before it: the cycle lands it again from Kafka and merges
+    once more, so one run repairs it when Kafka still has the offsets.
+    """
+    from ticdc_lakehouse.landing.errors import DataLossError
+
+    loss: Optional[DataLossError] = None
+    try:
+        landed = land(settings, changefeed, progress)
+    except DataLossError as exc:
+        loss, landed = exc, {"landing": _landing_summary(exc.report) if exc.report is not None else None}
+    merged = _merge_or_moved(settings, changefeed, None, None, progress, spark)
+    moved = merged["merge"]["quarantined"]
+    if moved and loss is None:
+        try:
+            landed = land(settings, changefeed, progress)
+        except DataLossError as exc:
+            loss, landed = exc, {"landing": _landing_summary(exc.report) if exc.report is not None else None}
+        merged = merge(settings, changefeed, None, None, progress, spark)
+        merged["merge"]["quarantined"] = moved + merged["merge"]["quarantined"]
+    result = {"ok": merged["ok"] and loss is None and not merged["merge"]["missing"],
+              "catalog": settings.catalog_name, "landing": landed["landing"], "merge": merged["merge"]}
+    if loss is not None:
+        result["error"] = str(loss)
+        if progress is not None:
+            progress(f"error: {loss}")
+    elif merged["merge"]["missing"]:
+        result["error"] = ("offsets not landed: " + "; ".join(
+            f"{key} {ranges}" for key, ranges in merged["merge"]["missing"].items())
+            + "; see lakehouse status")
+    return result
 
 
 def skip_message(settings: Settings, position: str, changefeed: Optional[str] = None, spark=None) -> int:
-    """Let a partition held at an undecodable message go on: the message is sent to the dead-letter table by the
-    next run (``merge.on_undecodable = "hold"``). ``position`` is ``TOPIC/PARTITION/OFFSET``; returns how many
+    """Let a partition held at an undecodable message, or a table halted at a row whose value it cannot store, go
+    on: the message (row) is sent to the dead-letter table by the next run (``merge.on_undecodable = "hold"``). ``position`` is ``TOPIC/PARTITION/OFFSET``; returns how many
     holds were resolved (0: nothing is held there)."""
     from ticdc_lakehouse.spark_session import get_spark
     from ticdc_lakehouse.state import StateStore
 
+    from ticdc_lakehouse.merge.value_checks import ROW_HALT, ROW_SKIPPED
+
     topic, partition, offset = parse_position(position)
     session = spark or get_spark(settings, "lakehouse-skip-message")
     cf = settings.changefeed(changefeed)
-    return StateStore(session, settings.catalog_name).resolve_holds(cf.name, "skipped", topic, partition, offset)
+    state = StateStore(session, settings.catalog_name)
+    count = state.resolve_holds(cf.name, "skipped", topic, partition, offset)
+    if not count:  # a table halted at a row whose value it cannot store (hold mode): dead-letter that row
+        where = ROW_HALT.format(topic=topic, partition=partition, offset=offset)
+        count = state.resolve_row_halt(cf.name, where, ROW_SKIPPED)
+    return count
 
 
 def parse_position(text: str) -> tuple[str, int, int]:

@@ -147,7 +147,7 @@ def create_tables(settings: Settings, text: str, default_schema: str = "", chang
               "members_learned": learned, "members_refused": refused, "ignored": found.ignored}
     if not found.tables:  # nothing to create: no lock, no Spark session
         return result
-    with changefeed_lock(settings, name):
+    with changefeed_lock(settings, name, purpose="create-tables"):
         session = spark or get_spark(settings, "lakehouse-create-tables")
         ji = JavaIceberg(session, settings.catalog_name)
         # a repair commits through a py4j callback, whose thread would keep the process alive after the command

@@ -13,18 +13,19 @@ from __future__ import annotations
 import glob
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from ticdc_lakehouse.config import Settings
+from ticdc_lakehouse.config import Settings, is_secret_key, mask_uri_password
+from ticdc_lakehouse.jvm_archive import driver_java_options
 from ticdc_lakehouse.object_storage import (
     aws_java_options,
     iceberg_s3_properties,
     is_object_storage,
     pyiceberg_s3_properties,
 )
-from ticdc_lakehouse.jvm_archive import driver_java_options
+from ticdc_lakehouse.permissions import HADOOP_UMASK_KEY, apply_umask, effective_umask
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -45,9 +46,15 @@ class StackError(RuntimeError):
     """The installed stack is not the pinned one; the message says what to fix."""
 
 
+#: where the jar folders are when not in the virtualenv (the Docker image, whose Python prefix is root's)
+JARS_DIR_ENV = "LAKEHOUSE_JVM_JARS"
+
+
 def jvm_jar_dir(name: str = "runtime") -> Path:
-    """Where ``make setup`` puts the verified jars of ``jvm/<name>/pom.xml``: inside the virtualenv."""
-    return Path(sys.prefix) / "share" / "ticdc-lakehouse" / "jars" / name
+    """Where ``make setup`` puts the verified jars of ``jvm/<name>/pom.xml``: inside the virtualenv (or under
+    ``$LAKEHOUSE_JVM_JARS``)."""
+    root = os.environ.get(JARS_DIR_ENV)
+    return (Path(root) if root else Path(sys.prefix) / "share" / "ticdc-lakehouse" / "jars") / name
 
 
 def _fetched_jar(file_name: str) -> Path:
@@ -113,6 +120,11 @@ class SparkPlan:
     app_name: str
     conf: dict[str, str]
     jars: tuple[str, ...]
+    #: settings that carry a secret (the catalog password, a password inside its URI, secret-looking
+    #: ``spark.conf`` keys): never in ``conf``, because pyspark and spark-submit turn ``conf`` into ``--conf`` JVM
+    #: arguments that every user of the machine reads with ``ps``. They are set on the running session
+    #: (:func:`apply_secrets`) before the catalog is first used, so they travel over the Py4J socket only.
+    secrets: dict[str, str] = field(default_factory=dict)
 
 
 def spark_plan(settings: Settings, app_name: Optional[str] = None, *, catalog_tables_exist: bool = False) -> SparkPlan:
@@ -195,12 +207,37 @@ def spark_plan(settings: Settings, app_name: Optional[str] = None, *, catalog_ta
         conf[f"{prefix}.jdbc.user"] = settings.catalog_user
     if settings.catalog_password:
         conf[f"{prefix}.jdbc.password"] = settings.catalog_password
+    # Hadoop's local file system gives each file it creates 666 minus this, whatever the process umask
+    conf[HADOOP_UMASK_KEY] = f"{effective_umask(settings):03o}"
     conf.update({str(k): str(v) for k, v in spark.get("conf", {}).items()})
     # ANSI mode (Spark 4's default), stated and kept whatever spark.conf says: without it a cast that cannot hold
     # a value gives NULL and arithmetic overflows wrap, i.e. the engine would change values silently. Every cast
     # in the merge is written for it (try_cast where a failure is expected and handled).
     conf["spark.sql.ansi.enabled"] = "true"
-    return SparkPlan(master=str(spark["master"]), app_name=app_name or spark["app_name"], conf=conf, jars=jars)
+    secrets = {key: value for key, value in conf.items() if _is_secret_setting(key, value)}
+    public = {key: value for key, value in conf.items() if key not in secrets}
+    return SparkPlan(master=str(spark["master"]), app_name=app_name or spark["app_name"], conf=public, jars=jars,
+                     secrets=secrets)
+
+
+def _is_secret_setting(key: str, value: str) -> bool:
+    """A setting whose name says secret (``...jdbc.password``, ``...secret.key``) or whose value hides a password
+    (``jdbc:postgresql://h/db?password=...``, ``user:pw@host``). The catalog's user name goes with them: it is
+    half of the credential and costs nothing to keep off the command line."""
+    return (is_secret_key(key) or mask_uri_password(value) != value
+            or key.endswith((".jdbc.user", ".jdbc.username")))
+
+
+def apply_secrets(spark, plan: SparkPlan) -> None:
+    """Set ``plan.secrets`` on a running session (before its catalog is first used: Spark reads a catalog's
+    settings when it first loads it). ``spark.hadoop.X`` secrets also go into the Hadoop configuration as ``X``,
+    where file systems look for them."""
+    for key, value in plan.secrets.items():
+        spark.conf.set(key, value)
+        if key.startswith("spark.hadoop."):
+            name = key[len("spark.hadoop."):]
+            spark.conf.set(name, value)
+            spark.sparkContext._jsc.hadoopConfiguration().set(name, value)
 
 
 def sqlite_catalog_initialized(settings: Settings) -> bool:
@@ -250,12 +287,15 @@ def get_spark(settings: Settings, app_name: Optional[str] = None) -> "SparkSessi
     for key, value in plan.conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    apply_secrets(spark, plan)
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
 
 def prepare_local_state(settings: Settings) -> None:
-    """Create ``LAKEHOUSE_HOME`` and the SQLite catalog's directory (the JDBC driver will not)."""
+    """Create ``LAKEHOUSE_HOME`` and the SQLite catalog's directory (the JDBC driver will not), under the
+    deployment's umask (which the JVM started next inherits)."""
+    apply_umask(settings)
     settings.home.mkdir(parents=True, exist_ok=True)
     if settings.catalog_uri.startswith("jdbc:sqlite:"):
         Path(settings.catalog_uri[len("jdbc:sqlite:"):]).parent.mkdir(parents=True, exist_ok=True)
@@ -269,6 +309,7 @@ def use_catalog(spark, settings: Settings, plan: Optional[SparkPlan] = None) -> 
     for key, value in plan.conf.items():
         if key.startswith(prefix):
             spark.conf.set(key, value)
+    apply_secrets(spark, plan)
     spark.conf.set("spark.sql.defaultCatalog", settings.catalog_name)
 
 

@@ -6,6 +6,8 @@
   watermarks make the rerun skip what they already hold.
 * ``dead_letters``: messages that could not be decoded, with topic, partition, offset and the error.
 * ``halted``: tables stopped at a DDL that Iceberg cannot express, with the reason, until an operator resumes them.
+* ``below_cut``: row changes that arrived after a cut was committed with a commit ts at or below it, each with
+  its verdict (``replay``: the lake already held it; ``late``: it never got it), see ``merge.below_cut``.
 * ``held``: with ``merge.on_undecodable = "hold"``, the undecodable message each partition is held at (error and
   raw bytes), until it decodes (``passed``) or an operator skips it to the dead-letter table (``skipped``).
 """
@@ -17,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterable, Optional
 
+from ticdc_lakehouse.iceberg import tables as iceberg_tables
 from ticdc_lakehouse.iceberg.tables import quote
 from ticdc_lakehouse.local_frame import local_frame
 
@@ -96,8 +99,10 @@ class StateStore:
         from ticdc_lakehouse.iceberg.java_api import JavaIceberg
 
         ji = JavaIceberg(self.spark, self.catalog)
+        from ticdc_lakehouse.merge.below_cut import BELOW_CUT_DDL
+
         wanted = (("checkpoints", CHECKPOINTS_DDL), ("dead_letters", DEAD_LETTERS_DDL), ("halted", HALTED_DDL),
-                  ("held", HELD_DDL))
+                  ("held", HELD_DDL), ("below_cut", BELOW_CUT_DDL))
         if all(ji.table_exists(NAMESPACE, name) for name, _ in wanted):
             self._ensured = True
             return
@@ -105,7 +110,7 @@ class StateStore:
         for name, ddl in wanted:
             self.spark.sql(
                 f"CREATE TABLE IF NOT EXISTS {self.table(name)} ({ddl}) USING iceberg "
-                "TBLPROPERTIES ('format-version'='3')"
+                f"TBLPROPERTIES ('format-version'='{iceberg_tables.FORMAT_VERSION}')"
             )
         self._ensured = True
 
@@ -198,6 +203,25 @@ class StateStore:
         return [{"count": row["count"], "error": row["first"]["error"], "topic": row["first"]["topic"],
                  "partition": row["first"]["partition"], "offset": row["first"]["offset"]} for row in kinds.collect()]
 
+    # -- rows below the cut ----------------------------------------------------------------------------
+    def record_below_cut(self, changefeed: str, judged, cut_ts: int, run_id: str) -> None:
+        """Append row changes found below the cut (``merge.below_cut.verdicts``), once per message."""
+        from pyspark.sql import functions as F
+
+        self.ensure()
+        source = judged.select(
+            F.lit(changefeed).alias("changefeed"), "topic", "partition", "offset", "seq", "commit_ts",
+            F.lit(cut_ts).cast("bigint").alias("cut_ts"), "schema_name", "table_name", "op", "row_after",
+            "row_before", "verdict", "compared_snapshot_id", F.lit(run_id).alias("run_id"),
+            F.current_timestamp().cast("timestamp").alias("recorded_at"),
+        )
+        self._insert_new("below_cut", source)
+
+    def below_cut_counts(self, changefeed: str) -> dict[str, int]:
+        """How many row changes of a changefeed were found below its cut, per verdict (one small aggregate)."""
+        frame = self.spark.table(self.table("below_cut")).filter(f"changefeed = '{_escape(changefeed)}'")
+        return {row["verdict"]: row["count"] for row in frame.groupBy("verdict").count().collect()}
+
     # -- halted tables -----------------------------------------------------------------------------------
     def halted(self, changefeed: Optional[str] = None, include_resolved: bool = False) -> list[HaltedTable]:
         self.ensure()
@@ -232,6 +256,18 @@ class StateStore:
             f"AND lower(table_name) = '{_escape(table.lower())}' AND resolution IS NULL"
         )
         return before - len(self.halted(changefeed))
+
+    def resolve_row_halt(self, changefeed: str, query: str, resolution: str) -> int:
+        """Resolve the halt of a table stopped at one row event (its ``query`` names the position, see
+        ``merge.value_checks.ROW_HALT``); returns how many halts were resolved."""
+        self.ensure()
+        condition = (f"changefeed = '{_escape(changefeed)}' AND query = '{_escape(query)}' "
+                     "AND resolution IS NULL")
+        count = self.spark.table(self.table("halted")).filter(condition).count()
+        if count:
+            self.spark.sql(f"UPDATE {self.table('halted')} SET resolution = '{_escape(resolution)}', "
+                           f"resolved_at = current_timestamp() WHERE {condition}")
+        return count
 
     # -- partitions held at an undecodable message -----------------------------------------------------
     def holds(self, changefeed: str, resolution: Optional[str] = None) -> list[dict[str, Any]]:

@@ -181,6 +181,7 @@ class LandedView:
     ends: dict[PartitionKey, Optional[int]]
     problems: list[str]
     data_loss: list[dict[str, Any]]
+    quarantined: list[dict[str, Any]] = field(default_factory=list)
 
 
 def landed_view(landing_root: Path, changefeed: str) -> LandedView:
@@ -213,8 +214,25 @@ def landed_view(landing_root: Path, changefeed: str) -> LandedView:
             except (OSError, ValueError) as exc:
                 problems.append(f"{topic}: unreadable {DATA_LOSS_FILE}: {exc}")
                 continue
-            losses += [{"topic": topic, **entry} for entry in entries]
-    return LandedView(topics, starts, ends, problems, losses)
+            accepted = {(e.get("partition"), e.get("start"), e.get("end")) for e in entries if e.get("accepted", True)}
+            losses += [{"topic": topic, **entry, "accepted": entry.get("accepted", True)} for entry in entries
+                       if entry.get("accepted", True)
+                       or (entry.get("partition"), entry.get("start"), entry.get("end")) not in accepted]
+    return LandedView(topics, starts, ends, problems, losses, _quarantined(landing_root, changefeed, segments))
+
+
+def _quarantined(landing_root: Path, changefeed: str, segments) -> list[dict[str, Any]]:
+    """Segments moved aside as unreadable, each with whether its offsets are landed again."""
+    from dataclasses import asdict
+
+    from ticdc_lakehouse.landing.quarantine import missing_ranges, read_quarantined
+
+    rows = []
+    for entry in read_quarantined(landing_root, changefeed):
+        holes = missing_ranges(segments.get((entry.topic, entry.partition), []), [(entry.start, entry.end)])
+        relanded = entry.relanded or not any(a < entry.end and b > entry.start for a, b in holes)
+        rows.append({**asdict(entry), "relanded": relanded})
+    return rows
 
 
 def partition_rows(
@@ -265,13 +283,15 @@ def watermark_snapshot(jtable) -> tuple[int, Optional[int]]:
 
 
 def _table_row(ji, name: str, cut_snapshot: Optional[int], halted: bool) -> dict[str, Any]:
-    from ticdc_lakehouse.iceberg.java_api import watermark_of
+    from ticdc_lakehouse.iceberg.java_api import format_version, watermark_of
 
-    namespace, _, table = name.partition(".")
+    namespace, table = ji.resolve(*name.split(".", 1))
     row: dict[str, Any] = {"table": name, "exists": False, "halted": halted, "cut_snapshot_id": cut_snapshot}
     if not ji.table_exists(namespace, table):
         return row
+    row["table"] = f"{namespace}.{table}"
     jtable = ji.load(namespace, table)
+    vectors, others = ji.delete_file_counts(jtable)
     current = jtable.currentSnapshot()
     summary = dict(current.summary()) if current is not None else {}
     watermark = watermark_of(jtable)
@@ -285,7 +305,10 @@ def _table_row(ji, name: str, cut_snapshot: Optional[int], halted: bool) -> dict
         # rows in data files, before merge-on-read deletes apply (from the snapshot summary: no scan needed)
         "file_records": int(summary["total-records"]) if "total-records" in summary else None,
         "data_files": int(summary["total-data-files"]) if "total-data-files" in summary else None,
-        "delete_files": int(summary["total-delete-files"]) if "total-delete-files" in summary else None,
+        # format v3 deletion vectors and v2 position/equality delete files apart: the latter pile up per merge
+        "deletion_vectors": vectors,
+        "delete_files": others,
+        "format_version": format_version(jtable),
         "members_unknown": members_unknown(jtable),
     })
     return row
@@ -331,12 +354,16 @@ class LakeView:
     tables: list[dict[str, Any]]
     dead_letter_reasons: list[dict[str, Any]] = field(default_factory=list)
     held: list[dict[str, Any]] = field(default_factory=list)
+    below_cut: dict[str, int] = field(default_factory=dict)  # verdict -> row changes (merge.below_cut)
 
 
 def lake_view(spark, ji, catalog: str, changefeed: str, control_ready: bool, owners: Mapping[str, str]) -> LakeView:
     from ticdc_lakehouse.state import Checkpoint, StateStore
 
-    checkpoint, count, halted, dead, reasons, held = Checkpoint(changefeed), 0, [], 0, [], []
+    if ji is None:  # no catalog yet
+        return LakeView(Checkpoint(changefeed), 0, [], 0, [])
+
+    checkpoint, count, halted, dead, reasons, held, below = Checkpoint(changefeed), 0, [], 0, [], [], {}
     if control_ready:
         state = StateStore(spark, catalog)
         checkpoint = state.latest_checkpoint(changefeed)
@@ -352,13 +379,17 @@ def lake_view(spark, ji, catalog: str, changefeed: str, control_ready: bool, own
         if ji.table_exists(CONTROL_NAMESPACE, "held"):  # lakes older than merge.on_undecodable have none
             held = [{**h, "error": _mask_text(h["error"]), "held_at": _iso(h["held_at"])}
                     for h in state.holds(changefeed)]
+        if ji.table_exists(CONTROL_NAMESPACE, "below_cut"):  # lakes from before it have none
+            below = state.below_cut_counts(changefeed)
+    # one row per table whatever the case: TiDB names are case-insensitive, the catalog keeps the lake's spelling
+    spelled: dict[str, str] = {}
+    for name in [*sorted(n for n, owner in owners.items() if owner == changefeed), *checkpoint.tables,
+                 *(h["table"] for h in halted)]:
+        spelled.setdefault(name.lower(), name)
+    snapshots = {name.lower(): snapshot for name, snapshot in checkpoint.tables.items()}
     halted_names = {h["table"].lower() for h in halted}
-    owned = {name for name, owner in owners.items() if owner == changefeed}
-    names = {n.lower() for n in checkpoint.tables} | halted_names | owned
-    tables = [
-        _table_row(ji, name, checkpoint.tables.get(name), name in halted_names) for name in sorted(names)
-    ]
-    return LakeView(checkpoint, count, halted, dead, tables, reasons, held)
+    tables = [_table_row(ji, spelled[key], snapshots.get(key), key in halted_names) for key in sorted(spelled)]
+    return LakeView(checkpoint, count, halted, dead, tables, reasons, held, below)
 
 
 # -- assembling ---------------------------------------------------------------------------------------------
@@ -383,6 +414,15 @@ def _changefeed_status(settings: Settings, spark, ji, name: str, kafka: bool, co
     checkpoint = lake.checkpoint
     partitions = partition_rows(landed, probe, checkpoint.restart_offsets, checkpoint.partition_resolved)
     lags = [p["lag"] for p in partitions if p["lag"] is not None]
+    # a merge ran over them, yet no partition of these ever had a resolved event: nothing can apply (see engine)
+    silent = [f"{p['topic']}/{p['partition']}" for p in partitions if p["pending"] and not p["resolved_ts"]]
+    if silent and checkpoint.run_id:
+        from ticdc_lakehouse.merge.engine import uses_resolved_ts
+
+        try:
+            silent = silent if uses_resolved_ts(checkpoint.protocol or cf.protocol, cf.resolved_ts) else []
+        except ValueError:  # a bad setting: the merge itself says so
+            silent = []
     masked = mask_secrets(settings.raw.get("changefeeds", {}).get(cf.name, {}))
     return {
         "changefeed": cf.name,
@@ -409,11 +449,14 @@ def _changefeed_status(settings: Settings, spark, ji, name: str, kafka: bool, co
         },
         "landing_problems": landed.problems,
         "data_loss": landed.data_loss,
+        "quarantined": landed.quarantined,
         "tables": lake.tables,
         "halted": lake.halted,
         "dead_letters": lake.dead_letters,
         "dead_letter_reasons": lake.dead_letter_reasons,
         "held": lake.held,
+        "no_resolved_events": silent if checkpoint.run_id else [],
+        "below_cut": {"late": lake.below_cut.get("late", 0), "replay": lake.below_cut.get("replay", 0)},
     }
 
 
@@ -427,16 +470,25 @@ def collect_status(settings: Settings, changefeed: Optional[str] = None, kafka: 
     from ticdc_lakehouse.iceberg.java_api import JavaIceberg
 
     started = time.monotonic()
-    if spark is None:
+    sqlite_file = (Path(settings.catalog_uri[len("jdbc:sqlite:"):])
+                   if settings.catalog_uri.startswith("jdbc:sqlite:") else None)
+    catalog_exists = sqlite_file is None or sqlite_file.is_file()
+    ji = None
+    if spark is None and catalog_exists:
         from ticdc_lakehouse.spark_session import get_spark
 
         spark = get_spark(settings, "lakehouse-status")
-    elif settings.catalog_uri.startswith("jdbc:sqlite:"):
+    elif spark is not None and sqlite_file is not None:
         # a fresh deployment: SQLite needs the directory to open (and create) the catalog file
-        Path(settings.catalog_uri[len("jdbc:sqlite:"):]).parent.mkdir(parents=True, exist_ok=True)
-    ji = JavaIceberg(spark, settings.catalog_name)
-    control_ready = all(ji.table_exists(CONTROL_NAMESPACE, t) for t in ("checkpoints", "dead_letters", "halted"))
-    owners = table_owners(ji)
+        sqlite_file.parent.mkdir(parents=True, exist_ok=True)
+        catalog_exists = True
+    # no SQLite catalog file yet: nothing was ever merged here, and opening it would create it (and a Spark
+    # session's files): status reports landing and Kafka only
+    if catalog_exists:
+        ji = JavaIceberg(spark, settings.catalog_name)
+    control_ready = ji is not None and all(
+        ji.table_exists(CONTROL_NAMESPACE, t) for t in ("checkpoints", "dead_letters", "halted"))
+    owners = table_owners(ji) if ji is not None else {}
     if changefeed:
         names = [changefeed]
     else:
@@ -451,6 +503,7 @@ def collect_status(settings: Settings, changefeed: Optional[str] = None, kafka: 
     return {
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "catalog": {
+            "exists": catalog_exists,
             "name": settings.catalog_name,
             "uri": mask_uri_password(settings.catalog_uri),
             "warehouse": mask_uri_password(settings.warehouse),
@@ -507,6 +560,11 @@ def _render_changefeed(feed: Mapping[str, Any]) -> list[str]:
         for topic, error in kafka["topic_errors"].items():
             out.append(f"  kafka topic {topic}: {error}")
     out.append(f"  pending (landed, not applied): {feed['totals']['pending']} record(s)")
+    if feed.get("no_resolved_events"):
+        from ticdc_lakehouse.merge.engine import no_resolved_hint
+
+        out.append("  NO RESOLVED EVENTS: " + no_resolved_hint(feed["changefeed"], feed["protocol"],
+                                                              feed["no_resolved_events"]))
     if feed["partitions"]:
         out.append(_grid(
             ["topic", "partition", "landed end", "kafka end", "lag", "restart offset", "pending", "resolved ts",
@@ -518,15 +576,25 @@ def _render_changefeed(feed: Mapping[str, Any]) -> list[str]:
     for problem in feed["landing_problems"]:
         out.append(f"  LANDING PROBLEM: {problem}")
     for loss in feed["data_loss"]:
+        verdict = ("accepted" if loss.get("accepted", True) else
+                   "NOT accepted: the partition is not landed past it; restore the offsets from an archive or set "
+                   "landing.accept_data_loss = true")
         out.append(f"  DATA LOSS: {loss.get('topic')}/{loss.get('partition')} offsets "
-                   f"[{loss.get('start')}, {loss.get('end')}): {loss.get('reason')}")
+                   f"[{loss.get('start')}, {loss.get('end')}): {loss.get('reason')} ({verdict})")
+    for entry in feed.get("quarantined", ()):
+        state = ("landed again" if entry["relanded"] else
+                 "not landed again yet: the merge stops this partition there; `lakehouse land` re-lands it")
+        out.append(f"  QUARANTINED segment {entry['topic']}/{entry['partition']} offsets [{entry['start']}, "
+                   f"{entry['end']}): {entry['reason']}; moved to {entry['file']}; {state}")
     if feed["tables"]:
         out.append(_grid(
             ["table", "watermark", "watermark time (UTC)", "watermark snapshot", "current snapshot", "rows in files",
-             "data files", "delete files", "state"],
+             "format", "data files", "DVs", "delete files", "state"],
             [[t["table"], t.get("watermark"), _time_text(t.get("watermark_time")).replace(" UTC", ""),
-              t.get("watermark_snapshot_id"), t.get("snapshot_id"), t.get("file_records"), t.get("data_files"),
-              t.get("delete_files"), "HALTED" if t["halted"] else ("ok" if t["exists"] else "missing")]
+              t.get("watermark_snapshot_id"), t.get("snapshot_id"), t.get("file_records"),
+              f"v{t['format_version']}" if t.get("format_version") else None, t.get("data_files"),
+              t.get("deletion_vectors"), t.get("delete_files"),
+              "HALTED" if t["halted"] else ("ok" if t["exists"] else "missing")]
              for t in feed["tables"]],
         ))
         for t in feed["tables"]:
@@ -552,6 +620,13 @@ def _render_changefeed(feed: Mapping[str, Any]) -> list[str]:
         out.append(f"    {kind['count']} like {kind['topic']}/{kind['partition']}@{kind['offset']}: {kind['error']}")
     if feed["dead_letters"]:
         out.append("    (all of them: SELECT * FROM _lakehouse.dead_letters; the raw bytes are kept there)")
+    below = feed.get("below_cut") or {}
+    if below.get("late"):
+        out.append(f"  LATE ROWS: {below['late']} row change(s) arrived below the applied cut (late) and were not "
+                   "applied: upstream sent them after promising it would not (SELECT * FROM _lakehouse.below_cut "
+                   "WHERE verdict = 'late' has each one's position, commit ts and values, to repair)")
+    if below.get("replay"):
+        out.append(f"  replays below the cut skipped: {below['replay']} (equal to what the lake held)")
     return out
 
 
@@ -563,6 +638,8 @@ def render_status(status: Mapping[str, Any]) -> str:
         f"catalog {catalog['name']} at {catalog['uri']} (warehouse {catalog['warehouse']})",
         f"landing {status['landing_path']}",
     ]
+    if not catalog.get("exists", True):
+        lines.insert(2, "  (no catalog there yet: nothing has been merged; status creates nothing)")
     for feed in status["changefeeds"]:
         lines.append("")
         lines += _render_changefeed(feed)

@@ -3,7 +3,10 @@
 - :mod:`.hooks`: ``LakehouseHook`` (the deployment's Settings, secrets from Airflow connections or the environment)
   and ``LakehouseSparkSubmitHook`` (spark-submit to the configured ``spark.master``);
 - :mod:`.operators`: land, land-from-archive, merge (in-process or spark-submit), publish the cut, maintain;
-- :mod:`.sensors`: ``KafkaLagSensor`` (new records waiting in Kafka);
+- :mod:`.sensors`: ``KafkaLagSensor`` (new records waiting in Kafka; deferrable);
+- :mod:`.table_cut_sensor`: ``TableCutSensor`` (a lake table consistent up to a moment; deferrable);
+- :mod:`.triggers`: ``TableCutTrigger``, ``KafkaLagTrigger`` (the waits of the deferred sensors);
+- :mod:`.lineage`: per-table assets (``iceberg://<catalog>/<namespace>/<table>``) and OpenLineage datasets;
 - :mod:`.pools`: the per-changefeed merge pools (``airflow pools import``);
 - :mod:`.env`: ``AIRFLOW_HOME`` under ``LAKEHOUSE_HOME`` (standard library only).
 
@@ -27,6 +30,9 @@ _LAZY = {
     "PublishCutOperator": "lakehouse_airflow.operators",
     "MaintainOperator": "lakehouse_airflow.operators",
     "KafkaLagSensor": "lakehouse_airflow.sensors",
+    "TableCutSensor": "lakehouse_airflow.table_cut_sensor",
+    "TableCutTrigger": "lakehouse_airflow.triggers",
+    "KafkaLagTrigger": "lakehouse_airflow.triggers",
 }
 
 

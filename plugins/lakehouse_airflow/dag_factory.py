@@ -15,7 +15,7 @@ import re
 from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
 
-from airflow.sdk import DAG, Asset, Param
+from airflow.sdk import DAG, Asset, AssetAlias, Param
 
 from lakehouse_airflow.operators import (
     LandArchiveOperator,
@@ -46,6 +46,12 @@ def changefeed_dag_id(changefeed: str) -> str:
 def changefeed_asset(changefeed: str) -> Asset:
     """What a changefeed's publish task emits on every merge: downstream DAGs can be scheduled on it."""
     return Asset(name=f"lakehouse_{safe_id(changefeed)}", uri=f"lakehouse://changefeeds/{changefeed}")
+
+
+def tables_alias(source: str) -> AssetAlias:
+    """The alias through which a publish task emits one event per changed Iceberg table (``lineage``): the tables
+    are only known at run time, so they cannot be declared as outlets."""
+    return AssetAlias(name=f"lakehouse_{safe_id(source)}_tables")
 
 
 def _schedule(value: Any) -> Optional[str]:
@@ -92,7 +98,7 @@ def changefeed_dag(settings, changefeed: str) -> DAG:
         ).expand(topics=[[topic] for topic in cf.topics])
         merge = MergeChangefeedOperator(task_id="merge", changefeed=cf.name, **pool)
         publish = PublishCutOperator(task_id="publish", changefeed=cf.name, merge_result=merge.output,
-                                     outlets=[changefeed_asset(cf.name)], retries=0)
+                                     outlets=[changefeed_asset(cf.name), tables_alias(cf.name)], retries=0)
         land >> merge >> publish
     return dag
 
@@ -135,7 +141,7 @@ def backfill_dag(settings) -> DAG:
             stop_ts="{{ params.stop_ts }}", trigger_rule="all_done", **_pool(settings, default_cf),
         )
         publish = PublishCutOperator(task_id="publish", changefeed="{{ params.changefeed }}",
-                                     merge_result=merge.output, retries=0)
+                                     merge_result=merge.output, outlets=[tables_alias("backfill")], retries=0)
         land >> merge >> publish
         land >> publish  # a failed landing fails the run even though the merge of what landed succeeded
     return dag

@@ -59,13 +59,25 @@ def only_topics(settings, changefeed: str, topics: Sequence[str]):
 
 
 class _SettingsMixin:
-    """How every lakehouse operator gets its Settings."""
+    """How every lakehouse operator gets its Settings, and reports its lineage (see ``lineage``)."""
 
     lakehouse_conn_id: str
     config_file: Optional[str]
+    #: set by ``execute``: (settings, changefeed, topics read, tables written, landing written)
+    _lineage: Optional[tuple[Any, str, Sequence[str], Sequence[str], bool]] = None
 
     def lakehouse_settings(self, changefeed: Optional[str] = None):
         return LakehouseHook(self.lakehouse_conn_id, self.config_file).get_settings(text_or_none(changefeed))
+
+    def get_openlineage_facets_on_complete(self, task_instance):
+        """OpenLineage inputs (Kafka topics) and outputs (Iceberg tables, the landing zone) of the finished task;
+        None without the OpenLineage provider."""
+        from lakehouse_airflow.lineage import operator_lineage
+
+        if self._lineage is None:
+            return None
+        settings, changefeed, topics, tables, landing = self._lineage
+        return operator_lineage(settings, changefeed, topics, tables, landing)
 
 
 class LandChangefeedOperator(_SettingsMixin, BaseOperator):
@@ -101,6 +113,7 @@ class LandChangefeedOperator(_SettingsMixin, BaseOperator):
             raise AirflowFailException(
                 f"{exc} -- retrying cannot bring deleted offsets back; see the landing README section on data loss"
             ) from exc
+        self._lineage = (settings, name, list(settings.changefeed(name).topics), [], True)
         landing = result.get("landing") or {}
         self.log.info("changefeed %s: landed %s records, %s bytes in %s new segment(s)", name,
                       landing.get("records"), landing.get("bytes"), landing.get("files"))
@@ -146,6 +159,9 @@ class LandArchiveOperator(_SettingsMixin, BaseOperator):
                 self.log.error("landed before the corrupt batch: %s", landed.summary())
             raise AirflowFailException(f"archive {self.archive}: {exc}") from exc
         self.log.info(report.summary())
+        from lakehouse_airflow.lineage import archive_topics
+
+        self._lineage = (settings, name, list(self.topics) if self.topics else archive_topics(archive), [], True)
         return jsonable({"ok": True, "changefeed": name, "landing": report.to_dict()})
 
 
@@ -239,6 +255,12 @@ class MergeChangefeedOperator(_SettingsMixin, SparkSubmitOperator):
         settings = hook.get_settings(text_or_none(self.changefeed))
         name = settings.changefeed(text_or_none(self.changefeed)).name
         protocol = text_or_none(self.protocol)
+        from ticdc_lakehouse.preflight import PreflightError, preflight
+
+        try:  # a wrong protocol or an unwritable catalog path: retrying cannot fix it, fail now in one line
+            preflight(settings, name, protocol, protocol_given_as=f"task {self.task_id}: protocol")
+        except PreflightError as exc:
+            raise AirflowFailException(str(exc)) from None
         mode = self.submit or settings.spark.get("submit", IN_PROCESS)
         if mode == IN_PROCESS:
             from ticdc_lakehouse.pipeline import merge
@@ -249,6 +271,12 @@ class MergeChangefeedOperator(_SettingsMixin, SparkSubmitOperator):
         else:
             raise AirflowFailException(f"spark.submit must be {IN_PROCESS!r} or {SPARK_SUBMIT!r}, not {mode!r}")
         report = result.get("merge") or {}
+        from lakehouse_airflow.lineage import changed_tables
+
+        from ticdc_lakehouse.landing.segments import landed_topics
+
+        read = landed_topics(settings.landing_path, name) or list(settings.changefeed(name).topics)
+        self._lineage = (settings, name, read, changed_tables(report), False)
         self.log.info("changefeed %s: cut %s (was %s), %s table(s) merged, %s DDL(s), %s halted, %s dead letter(s)",
                       name, report.get("resolved_ts"), report.get("previous_resolved_ts"),
                       len(report.get("tables_merged") or []), len(report.get("ddls_applied") or []),
@@ -320,12 +348,19 @@ def cut_metrics(changefeed: str, merge_result: Mapping[str, Any], now: Optional[
 
 
 class PublishCutOperator(BaseOperator):
-    """Publish the merge's consistent cut: log it, push its metrics (XCom, StatsD), emit the changefeed's asset.
+    """Publish the merge's consistent cut: log it, push its metrics (XCom, StatsD), emit the changefeed's asset
+    and one asset event per Iceberg table the merge changed.
 
     The merge already committed the cut and tagged every table ``tso_<ts>``; this task makes the outcome visible
-    to people and to downstream DAGs (scheduled on ``Asset("lakehouse://changefeeds/<changefeed>")``, whose
-    events carry the metrics as ``extra``). With ``fail_on_halt`` a table halted at a DDL fails the task (no
-    retry) so the run turns red until ``lakehouse resume`` resolves it; the metrics are pushed first.
+    to people and to downstream DAGs, scheduled on ``Asset("lakehouse://changefeeds/<changefeed>")`` (events carry
+    the metrics as ``extra``) or on one table, ``Asset("iceberg://<catalog>/<namespace>/<table>")``: an
+    ``AssetAlias`` among the outlets receives an event for each changed table, with the cut in its ``extra``
+    (``lineage.table_extra``). With ``fail_on_halt`` a table halted at a DDL fails the task (no retry) so the run
+    turns red until ``lakehouse resume`` resolves it; the metrics and asset events are pushed first.
+
+    :param changefeed: the changefeed (templated; default: the merge result's)
+    :param merge_result: the merge task's XCom (``merge.output``)
+    :param fail_on_halt: fail when a table is halted at a DDL or a partition is held
     """
 
     template_fields: Sequence[str] = ("changefeed", "merge_result")
@@ -350,11 +385,19 @@ class PublishCutOperator(BaseOperator):
         else:
             self.log.info("changefeed %s: no new cut (still %s)", name, metrics["resolved_ts"])
         _emit_stats(name, metrics)
+        from airflow.sdk import Asset, AssetAlias
+
+        from lakehouse_airflow.lineage import changed_tables, table_asset_uri, table_extra
+
+        report = result.get("merge", result) if result else {}
         for outlet in self.outlets or []:
-            try:
+            if isinstance(outlet, AssetAlias):
+                catalog = result.get("catalog") or "lake"
+                for table in changed_tables(report):
+                    context["outlet_events"][outlet].add(Asset(table_asset_uri(catalog, table)),
+                                                         extra=table_extra(table, metrics, report))
+            elif isinstance(outlet, Asset):
                 context["outlet_events"][outlet].extra = metrics
-            except Exception:  # noqa: BLE001 - an outlet that is not an asset: nothing to annotate
-                pass
         if metrics["halted_tables"] and self.fail_on_halt:
             context["ti"].xcom_push(key="metrics", value=metrics)
             raise AirflowFailException(

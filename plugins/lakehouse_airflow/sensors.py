@@ -4,13 +4,16 @@ Why: a cycle on a quiet changefeed still pays a Spark session; a ``KafkaLagSenso
 (``soft_fail=True``, ``mode="reschedule"``) skips the cycle instead. TiCDC sends resolved events continuously, so
 on a live changefeed it passes at once -- it is for changefeeds that are paused or idle. The lag is computed
 like the landing does: Kafka's high watermark minus the landed end (or the low watermark when nothing landed).
+With ``deferrable=True`` the wait runs in the triggerer (``triggers.KafkaLagTrigger``) and holds no worker slot.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any, Optional, Sequence
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
+from airflow.sdk.exceptions import AirflowException
 
 from lakehouse_airflow.hooks import LakehouseHook
 
@@ -20,10 +23,11 @@ def kafka_lag(changefeed, landing_root, timeout_s: float = 10.0,
     """``"topic/partition" -> records in Kafka not landed yet`` for the changefeed's topics."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from ticdc_lakehouse.landing.kafka_source import consumer_config, plan_partition
+    from ticdc_lakehouse.landing.kafka_source import ClientLog, consumer_config, plan_partition
     from ticdc_lakehouse.landing.segments import landed_end
 
     config = consumer_config(changefeed)
+    config["logger"] = ClientLog()  # a down broker: not a thousand librdkafka lines in the task log
     consumer = Consumer(config)
     try:
         lag: dict[str, int] = {}
@@ -47,6 +51,13 @@ class KafkaLagSensor(BaseSensorOperator):
     """Done when the changefeed has at least ``min_records`` records in Kafka not landed yet.
 
     XCom: ``{"changefeed", "lag", "partitions": {"topic/partition": lag}}``.
+
+    :param changefeed: the changefeed (default: the only or first configured one)
+    :param min_records: how many records must be waiting
+    :param lakehouse_conn_id: the Airflow connection with the catalog settings (see ``LakehouseHook``)
+    :param config_file: a lakehouse config file (default: ``LAKEHOUSE_CONFIG`` or ``conf/lakehouse.toml``)
+    :param kafka_timeout_s: seconds Kafka gets to answer one metadata/offset request
+    :param deferrable: wait in the triggerer (``KafkaLagTrigger``) instead of a worker slot
     """
 
     template_fields = ("changefeed",)
@@ -54,8 +65,9 @@ class KafkaLagSensor(BaseSensorOperator):
 
     def __init__(self, *, changefeed: Optional[str] = None, min_records: int = 1,
                  lakehouse_conn_id: str = LakehouseHook.default_conn_name, config_file: Optional[str] = None,
-                 kafka_timeout_s: float = 10.0, **kwargs: Any) -> None:
+                 kafka_timeout_s: float = 10.0, deferrable: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.deferrable = deferrable
         self.changefeed = changefeed
         self.min_records = min_records
         self.lakehouse_conn_id = lakehouse_conn_id
@@ -71,3 +83,23 @@ class KafkaLagSensor(BaseSensorOperator):
                       self.min_records)
         return PokeReturnValue(is_done=total >= self.min_records,
                                xcom_value={"changefeed": cf.name, "lag": total, "partitions": partitions})
+
+    def execute(self, context) -> Any:
+        if not self.deferrable:
+            return super().execute(context)
+        from lakehouse_airflow.triggers import KafkaLagTrigger
+
+        first = self.poke(context)
+        if first.is_done:
+            return first.xcom_value
+        self.defer(
+            trigger=KafkaLagTrigger(self.changefeed or None, self.min_records, self.lakehouse_conn_id, self.config_file,
+                                    self.kafka_timeout_s, self.poke_interval),
+            method_name="execute_complete",
+            timeout=timedelta(seconds=self.timeout) if self.timeout else None,
+        )
+
+    def execute_complete(self, context, event: dict[str, Any]) -> dict[str, Any]:
+        if event.get("status") != "done":
+            raise AirflowException(event.get("message") or f"waiting for Kafka lag failed: {event}")
+        return {"changefeed": event["changefeed"], "lag": event["lag"], "partitions": event["partitions"]}

@@ -38,10 +38,13 @@ def build_descriptor(
 ) -> str:
     """A type descriptor from its parts: ``decimal(10,2)``, ``bigint unsigned``, ``enum('a','b')``, ``varchar``.
 
-    Only DECIMAL keeps its precision and ENUM/SET their members: the other lengths do not change how a value is
-    read, and bare names keep the descriptors comparable across protocols.
+    Only DECIMAL keeps its precision, BIT its width (``bit(8)``: the MySQL type, as a CREATE TABLE states it) and
+    ENUM/SET their members: the other lengths do not change how a value is read, and bare names keep the
+    descriptors comparable across protocols.
     """
     base = mysql_type.strip().lower()
+    if base == "bit" and isinstance(length, int) and 1 <= length <= 64:
+        return f"bit({length})"
     if base in _FIXED_TYPES:
         if length and length > 0:
             return f"decimal({length},{scale if scale and scale > 0 else 0})"
@@ -69,6 +72,9 @@ def normalize_descriptor(text: str, *, keep_elements: bool = True) -> str:
             return base + raw[paren:].strip()
         return base
     unsigned = " unsigned" in lower
+    if base == "bit" and paren >= 0:
+        width = lower[paren + 1 : lower.find(")", paren)].strip()
+        return f"bit({int(width)})" if width.isdigit() and 1 <= int(width) <= 64 else "bit"
     if base in _FIXED_TYPES:
         if paren >= 0:
             inside = lower[paren + 1 : lower.find(")", paren)]

@@ -127,6 +127,7 @@ class CanalJsonDecoder:
         if not isinstance(schema, str) or not isinstance(table, str):
             raise DecodeError(f"{self.name}: DML without database/table names")
         commit_ts = _commit_ts(doc, tidb)
+        made_up = not (tidb and "commitTs" in tidb)  # ``es``: milliseconds, not one transaction's TSO
         data = doc.get("data")
         if not isinstance(data, list) or not data:
             raise DecodeError(f"{self.name}: {kind} without rows in 'data'")
@@ -136,7 +137,12 @@ class CanalJsonDecoder:
         mysql_types = doc.get("mysqlType") or {}
         if not isinstance(mysql_types, dict):
             raise DecodeError(f"{self.name}: 'mysqlType' is not an object")
-        pk_names = doc.get("pkNames") or ()
+        # TiCDC writes [] for every table without a PRIMARY KEY (tiflow cdc/model/sink.go), its handle being a NOT
+        # NULL UNIQUE key or none at all: the lake keys such a table by the handle its CREATE TABLE names, else
+        # by the whole row (see merge.keyless)
+        pk_names = doc.get("pkNames")
+        if pk_names is None:
+            pk_names = []
         if not isinstance(pk_names, list) or not all(type(name) is str for name in pk_names):
             raise DecodeError(f"{self.name}: 'pkNames' is not a list of column names")
         key_columns = tuple(pk_names)
@@ -167,6 +173,9 @@ class CanalJsonDecoder:
                     key_columns,
                     column_types,
                     message.position(len(events)),
+                    None,
+                    None,
+                    made_up,
                 )
             )
 

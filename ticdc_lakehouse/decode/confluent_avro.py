@@ -19,9 +19,10 @@ values become canonical strings: DECIMAL (``bytes.decimal`` or string mode) as p
 as the integer, BIGINT UNSIGNED in long mode (wrapped to negative above 2^63-1) back to the unsigned value, binary
 as base64, FLOAT as its shortest float32 text; ENUM/SET are member names (descriptors with the ``allowed`` list).
 
-Commit ts: ``_tidb_commit_ts``. Rows without it (extension off, and every tombstone) get the last commit ts this
-decoder saw on the same topic partition, else 0: TiCDC writes a partition in commit order, so that value keeps the
-row's place among its neighbours; ties are broken by Kafka offset. Without the extension an insert cannot be told
+Commit ts: ``_tidb_commit_ts``. Rows without it (extension off, and every tombstone) get 0 and are marked
+``ts_made_up``: the merge gives them the greatest real commit ts before them on their partition in Kafka order
+(``merge.made_up_ts``), so the value never depends on which Spark task decoded them, and orders them by Kafka
+position, as TiCDC's own Avro decoder applies tombstones (tiflow ``pkg/sink/codec/avro/decoder.go``). Without the extension an insert cannot be told
 from an update: such rows are UPDATE (an upsert of the full row).
 """
 
@@ -133,15 +134,13 @@ class ConfluentAvroDecoder:
         self.options = options or DecoderOptions()
         self._client: Any = None
         self._writers: dict[int, _WriterSchema] = {}
-        self._last_commit_ts: dict[tuple[str, int], int] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         """The registry client (sockets, locks) and parsed schemas stay behind; executors rebuild them."""
-        return {"options": self.options, "_last_commit_ts": dict(self._last_commit_ts)}
+        return {"options": self.options}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.options = state["options"]
-        self._last_commit_ts = state.get("_last_commit_ts", {})
         self._client = None
         self._writers = {}
 
@@ -258,21 +257,20 @@ class ConfluentAvroDecoder:
         commit_ts: Any,
         message: Message,
     ) -> RowChange:
-        partition = (message.topic, message.partition)
-        if type(commit_ts) is int and commit_ts > 0:
-            self._last_commit_ts[partition] = max(commit_ts, self._last_commit_ts.get(partition, 0))
-        else:
-            commit_ts = self._last_commit_ts.get(partition, 0)
+        made_up = not (type(commit_ts) is int and commit_ts > 0)
         return RowChange(  # positional: measurably faster than keywords for this slotted dataclass
             writer.schema,
             writer.table,
-            commit_ts,
+            0 if made_up else commit_ts,
             op,
             after,
             before,
             key_columns,
             column_types,
             make_position(message.topic, message.partition, message.offset, 0),
+            None,
+            None,
+            made_up,
         )
 
     def _ddl(self, value: bytes, message: Message) -> DDLEvent:

@@ -178,6 +178,9 @@ class DebeziumDecoder:
             key_columns,
             column_types,
             position,
+            None,
+            None,
+            payload["source"].get("commit_ts") is None,  # ts_ms: milliseconds, not one transaction's TSO
         )
 
     # --- DDL -------------------------------------------------------------------------------------------------
@@ -282,6 +285,8 @@ def _spec_plan(spec: dict[str, Any]) -> tuple[str, Converter]:
         descriptor = _TIME_NAMES[semantic]
     else:
         descriptor = _CONNECT_TYPES.get(connect_type, "varchar")
+    if descriptor == "bit" and str(parameters.get("length", "")).isdigit():  # Bits carries the BIT width
+        descriptor = build_descriptor("bit", length=int(parameters["length"]))
     if semantic == "org.apache.kafka.connect.data.Decimal":
         scale = int(parameters.get("scale", 0))
         precision = parameters.get("connect.decimal.precision")

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 import struct
 from typing import Annotated, Any, Callable, Literal, Optional, Union
 
@@ -468,8 +469,26 @@ def _learn(table: tuple[str, str], body: dict, current: Optional[_BodyCodec]) ->
     _TABLES[table] = codec
 
 
+#: a JSON number that is exactly ``-0`` (Go's encoding/json text of a float -0.0)
+_NEGATIVE_ZERO = re.compile(rb"-0(?![0-9.eE])")
+#: JSON strings (skipped whole) or a bare ``-0``: so a ``-0`` inside a string is never touched
+_STRING_OR_NEGATIVE_ZERO = re.compile(rb'"(?:[^"\\]|\\.)*"|-0(?![0-9.eE])', re.DOTALL)
+
+
+def keep_negative_zero(payload: bytes) -> bytes:
+    """The value JSON with every bare ``-0`` number written ``-0.0``, so a FLOAT/DOUBLE -0.0 keeps its sign.
+
+    Go writes a float64 -0.0 as ``-0``, which every JSON parser reads as the integer 0; Simple and Canal-JSON
+    keep the sign, so Open Protocol must too. Only floats are ever written ``-0`` (Go prints integers without a
+    sign for zero), so the rewrite changes no other value."""
+    if b"-0" not in payload or not _NEGATIVE_ZERO.search(payload):
+        return payload
+    return _STRING_OR_NEGATIVE_ZERO.sub(lambda m: b"-0.0" if m.group(0) == b"-0" else m.group(0), payload)
+
+
 def _row_event(schema: str, table: str, ts: int, payload: bytes, position: model.Position, index: int) -> RowChange:
     """A row event from its value JSON: the table's typed decoder when it reads the value, else the reference."""
+    payload = keep_negative_zero(payload)
     codec = _TABLES.get((schema, table))
     if codec is not None:
         row = codec.row(schema, table, ts, payload, position)
@@ -600,6 +619,7 @@ class OpenProtocolDecoder:
                 if payload is not None:  # _row_event, inlined for the bulk of the stream
                     if compressed:
                         payload = self.large.decompress(payload, f"Open Protocol event {index}: row value")
+                    payload = keep_negative_zero(payload)
                     schema, table, ts = row_key.scm, row_key.tbl, row_key.ts
                     codec = tables_get((schema, table))
                     event = codec.row(schema, table, ts, payload, position) if codec is not None else None

@@ -157,6 +157,29 @@ class JavaIceberg:
         append.commit()
         tx.commitTransaction()
 
+    def delete_file_counts(self, jtable) -> tuple[int, int]:
+        """(deletion vectors, other delete files) the current snapshot applies: what a reader merges in.
+
+        The snapshot summary counts both as delete files; a DV is the format-v3 kind (a Puffin blob for one data
+        file), the others are v2 position-delete or equality-delete files. Reads the delete manifests only."""
+        snapshot = jtable.currentSnapshot()
+        if snapshot is None:
+            return 0, 0
+        io, specs = jtable.io(), jtable.specs()
+        vectors = others = 0
+        for manifest in snapshot.deleteManifests(io):
+            reader = self.jvm.org.apache.iceberg.ManifestFiles.readDeleteManifest(manifest, io, specs)
+            try:
+                entries = reader.iterator()
+                while entries.hasNext():
+                    if entries.next().format().name() == "PUFFIN":
+                        vectors += 1
+                    else:
+                        others += 1
+            finally:
+                reader.close()
+        return vectors, others
+
     def commit_marker(self, jtable_or_tx, summary: Mapping[str, str]) -> None:
         """An empty append whose snapshot summary records ``summary`` (the watermark) and pins the schema."""
         append = jtable_or_tx.newAppend()
@@ -170,6 +193,11 @@ def snapshot_summary(jtable) -> dict[str, str]:
     if snapshot is None:
         return {}
     return dict(snapshot.summary())
+
+
+def format_version(jtable) -> int:
+    """The table's Iceberg format version (2: position-delete files, 3: deletion vectors)."""
+    return int(jtable.operations().current().formatVersion())
 
 
 def watermark_of(jtable) -> int:

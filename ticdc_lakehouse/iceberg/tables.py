@@ -96,7 +96,8 @@ def describe(ji: JavaIceberg, schema: str, table: str) -> TargetTable:
     jtable = ji.load(namespace, name)
     jschema = jtable.schema()
     columns = [
-        TargetColumn(str(f.name()), spark_type_of(str(f.type().toString())), descriptor_of_doc(f.doc()))
+        TargetColumn(str(f.name()), spark_type_of(str(f.type().toString())), descriptor_of_doc(f.doc()),
+                     bool(f.isRequired()))
         for f in jschema.columns()
     ]
     identifier = {str(n).lower() for n in jschema.identifierFieldNames()}
@@ -104,10 +105,16 @@ def describe(ji: JavaIceberg, schema: str, table: str) -> TargetTable:
     return TargetTable(namespace, name, columns, keys or list(columns), watermark_of(jtable), True, bool(keys))
 
 
+#: Iceberg format of the tables this version creates: v3, whose merge-on-read deletes are deletion vectors (one
+#: Puffin blob per data file) instead of a pile of position-delete files; ``lakehouse maintain --upgrade-format``
+#: brings older tables to it
+FORMAT_VERSION = 3
+
+
 def table_properties(changefeed: str, upstream: str, write_mode: str, extra: Mapping[str, str] = {}) -> dict[str, str]:
     mode = "merge-on-read" if write_mode == "merge-on-read" else "copy-on-write"
     props = {
-        "format-version": "3",  # deletion vectors (Puffin) for merge-on-read deletes
+        "format-version": str(FORMAT_VERSION),
         "write.merge.mode": mode,
         "write.update.mode": mode,
         "write.delete.mode": mode,

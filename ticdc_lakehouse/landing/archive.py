@@ -29,7 +29,8 @@ from . import codecs
 from .errors import ArchiveCorruptError, DataLossError, LandingError
 from .lock import landing_lock
 from .progress import DataLoss, LandingReport, PartitionLanding, ProgressFn, notify
-from .segments import SegmentWriter, clean_temp_files, landed_end, write_partition_count
+from .quarantine import mark_relanded, missing_ranges, quarantined_ranges
+from .segments import SegmentWriter, clean_temp_files, landed_end, partition_segments, write_partition_count
 
 log = logging.getLogger("ticdc_lakehouse.landing.archive")
 
@@ -217,15 +218,20 @@ def _files_from(files: Sequence[LogFile], start: int) -> list[LogFile]:
 
 
 def _land_partition(files: Sequence[LogFile], landing_root: Path, changefeed: str, topic: str, partition: int,
-                    start: int, report: LandingReport) -> tuple[PartitionLanding, Optional[ArchiveCorruptError]]:
-    """Land ``[start, ...)`` of one archived partition; a corruption ends the segment before the bad batch."""
+                    start: int, report: LandingReport, stop: Optional[int] = None
+                    ) -> tuple[PartitionLanding, Optional[ArchiveCorruptError]]:
+    """Land ``[start, ...)`` (``[start, stop)`` when filling a hole) of one archived partition; a corruption ends
+    the segment before the bad batch."""
     began = time.monotonic()
     item = PartitionLanding(topic, partition, start, start)
     failure: Optional[ArchiveCorruptError] = None
     end = start
+    limit = stop if stop is not None else float("inf")
     with SegmentWriter(landing_root, changefeed, topic, partition, start) as writer:
         try:
             for log_file in _files_from(files, start):
+                if end >= limit:
+                    break
                 if log_file.base_offset > end:
                     report.warnings.append(
                         f"{topic}/{partition}: offsets [{end}, {log_file.base_offset}) are in no archived file "
@@ -233,10 +239,12 @@ def _land_partition(files: Sequence[LogFile], landing_root: Path, changefeed: st
                     )
                 for batch in iter_batches(log_file.path, min_offset=end, file_base=log_file.base_offset):
                     for record in batch.records:
-                        if record.offset >= end:
+                        if end <= record.offset < limit:
                             writer.append(record.offset, record.timestamp, record.key, record.value,
                                           record.headers)
-                    end = max(end, batch.next_offset)
+                    end = int(min(max(end, batch.next_offset), limit))
+                    if end >= limit:
+                        break
         except ArchiveCorruptError as exc:
             failure = exc
         segment = writer.commit(end)
@@ -269,6 +277,10 @@ def land_from_archive(
     if missing:
         raise LandingError(f"topic(s) {', '.join(missing)} not found in archive {archive_dir} (it needs directories "
                            "named <topic>-<partition>)", report)
+    if not any(layout.values()):
+        raise LandingError(f"no Kafka log files found in archive {archive_dir}: nothing to land. It needs Kafka's "
+                           "on-disk layout, <topic>-<partition>/<20-digit base offset>.log (a copy of a broker's "
+                           "log.dirs)", report)
     failures: list[ArchiveCorruptError] = []
     with landing_lock(landing_root, changefeed_name):
         report.removed_temp_files = [str(p) for p in clean_temp_files(landing_root, changefeed_name)]
@@ -277,10 +289,17 @@ def land_from_archive(
             counts[topic] = max(counts.get(topic, 0), partition + 1)
         for topic, count in sorted(counts.items()):
             write_partition_count(landing_root, changefeed_name, topic, count)
+        quarantined = quarantined_ranges(landing_root, changefeed_name)
+        holes: dict[tuple[str, int], list[tuple[int, int]]] = {}
         for (topic, partition), files in sorted(layout.items()):
             if not files:
                 continue  # a partition directory without log files: nothing archived yet
             landed = landed_end(landing_root, changefeed_name, topic, partition)
+            if landed is not None:  # holes below the landed end (a quarantined or deleted segment)
+                holes[(topic, partition)] = [
+                    (a, b) for a, b in missing_ranges(partition_segments(landing_root, changefeed_name, topic,
+                                                                         partition),
+                                                      quarantined.get((topic, partition), [])) if b <= landed]
             # Kafka names a log file after the first offset it holds: the partition's earliest archived offset
             first = files[0].base_offset
             start = first if landed is None else landed
@@ -293,11 +312,25 @@ def land_from_archive(
                 with SegmentWriter(landing_root, changefeed_name, topic, partition, landed) as marker:
                     marker.commit(first)
                 start = first
+            for hole_start, hole_end in holes.get((topic, partition), []):
+                if hole_start < first:
+                    report.data_loss.append(DataLoss(
+                        topic, partition, hole_start, min(hole_end, first),
+                        f"a landed segment of these offsets was unreadable or deleted and the archive starts at "
+                        f"{first}"))
+                    continue
+                refill, failure = _land_partition(files, landing_root, changefeed_name, topic, partition,
+                                                  hole_start, report, stop=hole_end)
+                report.partitions.append(refill)
+                notify(progress, refill)
+                if failure is not None:
+                    failures.append(failure)
             item, failure = _land_partition(files, landing_root, changefeed_name, topic, partition, start, report)
             report.partitions.append(item)
             notify(progress, item)
             if failure is not None:
                 failures.append(failure)
+        mark_relanded(landing_root, changefeed_name)
     report.seconds = time.monotonic() - began
     if failures:
         more = f" ({len(failures) - 1} more damaged file(s): " + ", ".join(

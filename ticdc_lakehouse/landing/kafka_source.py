@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections import deque
 from concurrent.futures import Future
@@ -29,15 +30,17 @@ from typing import Any, Optional, Sequence
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, TopicPartition
 
-from ..config import ChangefeedConfig, mask_secrets
+from ..config import ChangefeedConfig, mask_secrets, mask_uri_password
 from .errors import DataLossError, LandingError, LandingTimeoutError
 from .lock import landing_lock
 from .progress import DataLoss, LandingReport, PartitionLanding, ProgressFn, notify
+from .quarantine import mark_relanded, missing_ranges, quarantined_ranges
 from .segments import (
     BackgroundWrites,
     SegmentWriter,
     clean_temp_files,
     landed_end,
+    partition_segments,
     topic_dir,
     write_atomically,
     write_partition_count,
@@ -118,9 +121,12 @@ class PartitionPlan:
 
     @property
     def lost(self) -> Optional[tuple[int, int]]:
-        """Offsets never landed that Kafka no longer has: ``[landed end, low watermark)``."""
-        if self.landed is not None and self.landed < self.low:
-            return self.landed, self.low
+        """Offsets never landed that Kafka no longer has: ``[landed end, low watermark)``; on a first landing,
+        ``[0, low watermark)``: a partition's log starts at offset 0, so a higher low watermark means retention
+        (or a delete-records request) removed records before anything landed them."""
+        landed = 0 if self.landed is None else self.landed
+        if landed < self.low:
+            return landed, self.low
         return None
 
     @property
@@ -187,24 +193,103 @@ def _plan(consumer: Consumer, changefeed: ChangefeedConfig, landing_root: Path, 
     return plans
 
 
-def _record_data_loss(landing_root: Path, changefeed: str, loss: DataLoss) -> None:
-    """Append the accepted loss to ``{topic}/_data_loss.json`` so it stays visible next to the data."""
+def _record_data_loss(landing_root: Path, changefeed: str, loss: DataLoss, accepted: bool = True) -> None:
+    """Append the loss to ``{topic}/_data_loss.json`` so it stays visible next to the data (once per range and
+    verdict: a loss not accepted is found again by every run until it is)."""
     path = topic_dir(landing_root, changefeed, loss.topic) / DATA_LOSS_FILE
     entries = json.loads(path.read_text()) if path.is_file() else []
+    if any((e.get("partition"), e.get("start"), e.get("end"), e.get("accepted", True))
+           == (loss.partition, loss.start, loss.end, accepted) for e in entries):
+        return
     entries.append({"partition": loss.partition, "start": loss.start, "end": loss.end, "reason": loss.reason,
-                    "recorded_at_ms": int(time.time() * 1000)})
+                    "accepted": accepted, "recorded_at_ms": int(time.time() * 1000)})
     write_atomically(path, json.dumps(entries, indent=1).encode())
 
 
+class ClientLog:
+    """Where librdkafka's own log lines go: DEBUG of ``ticdc_lakehouse.landing.librdkafka``.
+
+    It logs every failed connection attempt, and a broker that is down gives about a thousand of them in a second;
+    the error callback (:class:`_ErrorLog`) already reports each distinct cause once, and the run's error names it.
+    ``-v`` with DEBUG logging shows them all."""
+
+    def __init__(self) -> None:
+        self.logger = logging.getLogger("ticdc_lakehouse.landing.librdkafka")
+
+    def log(self, level: int, message: str, *args: Any, **kwargs: Any) -> None:
+        self.logger.debug(message, *args)
+
+
+def _without_repeats(text: str) -> str:
+    """A client error's text without librdkafka's "(after 0ms in state CONNECT, 3 identical error(s)
+    suppressed)" tail."""
+    return re.sub(r"\s*\((after \d+ms|\d+ identical error)([^()]|\(s\))*\)", "", text)
+
+
+def _error_kind(text: str) -> str:
+    """What stays the same between repeats of one error (numbers blanked)."""
+    return re.sub(r"\d+", "N", _without_repeats(text))
+def _lose(loss: DataLoss, landing_root: Path, changefeed: str, report: LandingReport, allow_gap: bool) -> bool:
+    """Report offsets Kafka no longer has; recorded in ``_data_loss.json`` either way (status shows it), with a
+    zero-row segment over them when accepted (``allow_gap``). Returns whether landing may go past them."""
+    report.data_loss.append(loss)
+    _record_data_loss(landing_root, changefeed, loss, accepted=allow_gap)
+    if not allow_gap:
+        log.error("DATA LOSS: %s", loss)
+        return False
+    log.warning("DATA LOSS accepted: %s", loss)
+    with SegmentWriter(landing_root, changefeed, loss.topic, loss.partition, loss.start,
+                       expected_end=loss.end) as marker:
+        marker.commit(loss.end)
+    return True
+
+
+def _holes(landing_root: Path, changefeed: str, plans: Sequence[PartitionPlan]
+           ) -> dict[tuple[str, int], list[tuple[int, int]]]:
+    """Per partition, the missing ranges below its landed end (a quarantined or deleted segment)."""
+    quarantined = quarantined_ranges(landing_root, changefeed)
+    result = {}
+    for plan in plans:
+        if plan.landed is None:
+            continue
+        key = (plan.topic, plan.partition)
+        segments = partition_segments(landing_root, changefeed, plan.topic, plan.partition)
+        found = [(a, b) for a, b in missing_ranges(segments, quarantined.get(key, [])) if b <= plan.landed]
+        if found:
+            result[key] = found
+    return result
+
+
+def _refill(plan: PartitionPlan, holes: Sequence[tuple[int, int]], landing_root: Path, changefeed: str,
+            report: LandingReport, allow_gap: bool) -> list[tuple[PartitionPlan, int]]:
+    """The reads that land a partition's holes again, and the data loss for any part Kafka no longer holds."""
+    reads = []
+    for start, end in holes:
+        first = min(max(start, plan.low), end)
+        if first > start:
+            loss = DataLoss(plan.topic, plan.partition, start, first,
+                            f"a landed segment of these offsets was unreadable or deleted and Kafka's low watermark "
+                            f"is {plan.low}: retention removed them")
+            if not _lose(loss, landing_root, changefeed, report, allow_gap):
+                continue
+        if first < end:
+            reads.append((PartitionPlan(plan.topic, plan.partition, plan.low, end, first, None), first))
+    return reads
+
+
 class _ErrorLog:
-    """Collects client-level errors (broker down, authentication) to explain a timeout or fail fast."""
+    """Collects client-level errors (broker down, authentication) to explain a timeout or fail fast. Each kind of
+    error is logged once (a down broker repeats the same one for as long as it stays down)."""
 
     def __init__(self) -> None:
         self.last: Optional[KafkaError] = None
         self.fatal: Optional[str] = None
+        self.kinds: set[str] = set()
 
     def __call__(self, error: KafkaError) -> None:
-        repeated = self.last is not None and self.last.str() == error.str()
+        kind = _error_kind(error.str())
+        repeated = kind in self.kinds
+        self.kinds.add(kind)
         self.last = error
         text = error.str()
         if error.fatal() or error.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED,
@@ -214,7 +299,8 @@ class _ErrorLog:
             # retrying can never succeed: the same fetch response comes back every time
             self.fatal = (f"{text}. The broker answered a fetch with more bytes than receive.message.max.bytes "
                           "allows; raise it (and fetch.max.bytes) in the changefeed's kafka settings")
-        (log.debug if repeated else log.warning)("kafka client: %s", error)
+        # the first of each kind, at INFO (-v): a failing request's error names the last one (see land_from_kafka)
+        (log.debug if repeated else log.warning if self.fatal else log.info)("kafka client: %s", error)
 
 
 def _commit(consumer: Consumer, items: Sequence[PartitionLanding], report: LandingReport) -> None:
@@ -287,7 +373,9 @@ class _RangeReader:
     """
 
     def __init__(self, consumer: Consumer, landing_root: Path, changefeed: str, report: LandingReport,
-                 errors: _ErrorLog, timeout_s: float, progress: Optional[ProgressFn], parallel: int) -> None:
+                 errors: _ErrorLog, timeout_s: float, progress: Optional[ProgressFn], parallel: int,
+                 commit_offsets: bool = True) -> None:
+        self.commit_offsets = commit_offsets  # False when filling holes: their ends are not the landed end
         self.consumer = consumer
         self.landing_root = landing_root
         self.changefeed = changefeed
@@ -331,6 +419,8 @@ class _RangeReader:
 
     def _commit_durable(self) -> None:
         items, self.uncommitted = self.uncommitted, []
+        if not self.commit_offsets:
+            return
         _commit(self.consumer, items, self.report)
         self.committed_at = time.monotonic()
 
@@ -485,16 +575,23 @@ def land_from_kafka(
         config = consumer_config(changefeed)
         log.debug("consumer config for %s: %s", changefeed.name, mask_secrets(config))
         config["error_cb"] = errors
-        config["logger"] = logging.getLogger("ticdc_lakehouse.landing.librdkafka")
+        config["logger"] = ClientLog()
         consumer = Consumer(config)
         problems: list[str] = []
         try:
             try:
                 plans = _plan(consumer, changefeed, landing_root, topics, timeout_s)
             except LandingError as exc:
+                consumer.poll(0)  # serves the client's queued error callbacks: what the request saw
+                if errors.last is not None and exc.args:  # the request's error hides the cause the client saw
+                    exc.args = (f"{exc.args[0]}; cause: {_without_repeats(errors.last.str())}. Check bootstrap_servers "
+                                f"({mask_uri_password(changefeed.bootstrap_servers)}) and that the brokers are up "
+                                "and reachable from this host",)
                 exc.report = report
                 raise
             work: list[tuple[PartitionPlan, int]] = []
+            holes: list[tuple[PartitionPlan, int]] = []
+            holes_of = _holes(landing_root, changefeed.name, plans)
             for plan in plans:
                 start = plan.start
                 if plan.regressed:
@@ -504,26 +601,24 @@ def land_from_kafka(
                         f"{topic_dir(landing_root, changefeed.name, plan.topic)} aside to land it afresh"
                     )
                     continue
+                holes.extend(_refill(plan, holes_of.get((plan.topic, plan.partition), []), landing_root,
+                                     changefeed.name, report, allow_gap))
                 lost = plan.lost
                 if lost is not None:
-                    loss = DataLoss(plan.topic, plan.partition, lost[0], lost[1],
-                                    f"retention deleted offsets below the low watermark {plan.low} before they "
-                                    "were landed")
-                    report.data_loss.append(loss)
-                    if not allow_gap:
-                        log.error("DATA LOSS: %s", loss)
+                    reason = (f"retention deleted offsets below the low watermark {plan.low} before they were "
+                              "landed")
+                    if not _lose(DataLoss(plan.topic, plan.partition, lost[0], lost[1], reason), landing_root,
+                                 changefeed.name, report, allow_gap):
                         continue
-                    log.warning("DATA LOSS accepted (allow_gap): %s", loss)
-                    _record_data_loss(landing_root, changefeed.name, loss)
-                    with SegmentWriter(landing_root, changefeed.name, plan.topic, plan.partition, lost[0],
-                                       expected_end=lost[1]) as marker:
-                        marker.commit(lost[1])
                     start = lost[1]
                 work.append((plan, start))
-            reader = _RangeReader(consumer, landing_root, changefeed.name, report, errors, timeout_s, progress,
-                                  parallel)
             try:
-                reader.run(work)
+                if holes:  # first: a partition is read by one reader at a time
+                    _RangeReader(consumer, landing_root, changefeed.name, report, errors, timeout_s, progress,
+                                 parallel, commit_offsets=False).run(holes)
+                _RangeReader(consumer, landing_root, changefeed.name, report, errors, timeout_s, progress,
+                             parallel).run(work)
+                mark_relanded(landing_root, changefeed.name)
             except LandingError as exc:
                 exc.report = report
                 raise
@@ -533,8 +628,9 @@ def land_from_kafka(
     if report.data_loss and not allow_gap:
         raise DataLossError(
             "data loss: " + "; ".join(str(d) for d in report.data_loss)
-            + ". Those partitions were not landed. Land them anyway from the low watermark with allow_gap=True "
-            "(the loss is then recorded in _data_loss.json), or restore the data from an archive first",
+            + ". Those partitions were not landed past the loss. Restore the data from an archive first, or accept "
+            "the loss (landing.accept_data_loss = true, or LAKEHOUSE__LANDING__ACCEPT_DATA_LOSS=true for one run): "
+            "landing then goes on from the low watermark",
             report,
         )
     if problems:

@@ -4,7 +4,8 @@ Layout (the merge engine reads exactly this)::
 
     {landing_root}/{changefeed}/{topic}/_partitions.json            {"partitions": N}
     {landing_root}/{changefeed}/{topic}/{partition}/{start:020d}-{end:020d}.parquet
-    {landing_root}/{changefeed}/{topic}/_data_loss.json             only after a loss was accepted (allow_gap)
+    {landing_root}/{changefeed}/{topic}/_data_loss.json             offsets Kafka lost before they landed
+    {landing_root}/{changefeed}/_quarantine.json, _quarantine/     unreadable segments moved aside (quarantine.py)
     {landing_root}/{changefeed}/.landing.lock                       held while a landing run writes
 
 Offsets are half-open ``[start, end)`` and contiguous per partition: each segment starts where the previous one

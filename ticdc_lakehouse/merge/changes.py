@@ -26,11 +26,13 @@ PRESENT = "_present_"  # prefix of the per-column "value was sent" flags
 
 @dataclass(frozen=True)
 class TargetColumn:
-    """A column of the target Iceberg table: its name, Spark type and the MySQL type descriptor (field doc)."""
+    """A column of the target Iceberg table: its name, Spark type and the MySQL type descriptor (field doc);
+    ``required``: the Iceberg field is required (a key), so a NULL is an invalid value, never written."""
 
     name: str
     spark_type: str
     mysql_type: Optional[str]
+    required: bool = False
 
 
 def sql_string(text: str) -> str:
@@ -73,31 +75,37 @@ def names_from_numbers_sql(raw: str, base: str, elements: Sequence[str]) -> str:
 
 
 def typed_value(values: str, named_enums: Column, column: TargetColumn) -> Column:
-    """The value of ``column`` in the canonical-string map column named ``values``, cast to the column's Spark
-    type.
+    """The value of ``column`` in the canonical-string map column named ``values``, typed as the column's Spark
+    type exactly, or a failure of the job naming the column and value (``value_checks``): never a silent NULL or
+    a rounded number. Casts are ANSI-safe ``try_cast`` behind that check.
 
     ENUM and SET arrive as index/bitmask from most protocols and as names from others (the event lists those in
-    ``named_enums``); the element list comes from the target column's MySQL type.
+    ``named_enums``); the element list comes from the target column's MySQL type. An index or bitmask past the
+    members is an invalid value here (``names_from_numbers_sql`` alone makes it NULL, for stored numbers).
     """
+    from ticdc_lakehouse.merge.value_checks import guarded, raw_sql, try_cast_sql, value_problem
+
     raw = F.col(values).getItem(column.name)
     spark_type = column.spark_type.lower()
     base, elements = _mysql_base(column.mysql_type)
     if base in ("enum", "set") and elements:
-        from ticdc_lakehouse.iceberg.tables import quote  # that module imports this one
-
         is_named = F.coalesce(F.array_contains(named_enums, column.name), F.lit(False))
-        by_number = F.expr(names_from_numbers_sql(f"{quote(values)}[{sql_string(column.name)}]", base, elements))
-        return F.when(is_named, raw).otherwise(by_number)
-    if spark_type == "binary":
-        return F.unbase64(raw)
-    if spark_type == "string":
-        return raw
-    if spark_type == "boolean":
-        return raw.isin("1", "true", "TRUE")
-    if spark_type in ("date", "timestamp_ntz", "timestamp"):
+        by_number = F.expr(names_from_numbers_sql(raw_sql(values, column.name), base, elements))
+        return guarded(F.when(is_named, raw).otherwise(by_number),
+                       F.when(~is_named, value_problem(values, column)))  # names are not numbers to check
+    elif spark_type == "binary":
+        typed = F.unbase64(raw)
+    elif spark_type == "string":
+        typed = raw
+    elif spark_type == "boolean":
+        typed = raw.isin("1", "true", "TRUE")
+    elif spark_type in ("date", "timestamp_ntz", "timestamp"):
         # MySQL zero dates have no calendar value: they become NULL, as every JDBC reader shows them.
-        return F.when(raw.startswith("0000-00-00"), F.lit(None)).otherwise(raw).cast(spark_type)
-    return raw.cast(spark_type)
+        typed = F.when(raw.startswith("0000-00-00"), F.lit(None)).otherwise(
+            F.expr(try_cast_sql(raw_sql(values, column.name), spark_type)))
+    else:
+        typed = F.expr(try_cast_sql(raw_sql(values, column.name), spark_type))
+    return guarded(typed, value_problem(values, column))
 
 
 def table_rows(events: DataFrame, schema: str, table: str, after_ts: int, upto_ts: int) -> DataFrame:
@@ -156,7 +164,7 @@ def typed_events(keyed: DataFrame, columns: Sequence[TargetColumn], keys: Sequen
     flag: every event carried them, and a flag would cost a map lookup per event and column for nothing."""
     key_index = {key.name.lower(): i for i, key in enumerate(keys)}
     flagged = set(partial)
-    selected: list[Column] = [F.col(c) for c in ("op", "commit_ts", "partition", "offset", "seq")]
+    selected: list[Column] = [F.col(c) for c in ("op", "commit_ts", "partition", "offset", "seq", "ts_made_up")]
     selected += [F.col(f"_k{i}") for i in range(len(keys))]
     for position, column in enumerate(columns):
         if column.name.lower() in key_index:
@@ -168,10 +176,14 @@ def typed_events(keyed: DataFrame, columns: Sequence[TargetColumn], keys: Sequen
 
 
 def _delivery_order(descending: bool) -> list[Column]:
-    """The order of a key's changes: commit ts; at one ts a delete before a write (a primary-key change moving
-    another row onto this key); then delivery (partition, offset, seq: replays are identical)."""
-    columns = [F.col("commit_ts"), (F.col("op") != DELETE).cast("int"), F.col("partition"), F.col("offset"),
-               F.col("seq")]
+    """The order of a key's changes: commit ts; at one real TSO a delete before a write (one transaction: a
+    primary-key change moving another row onto this key); then delivery (partition, offset, seq: replays are
+    identical). A ts the decoder made up (``RowChange.ts_made_up``: Canal-JSON's milliseconds, Avro tombstones)
+    is no transaction: two transactions may share it (an insert, then a delete, in one millisecond), so such a
+    change keeps its Kafka order instead of moving a delete ahead."""
+    writes_last = F.when(F.coalesce(F.col("ts_made_up"), F.lit(False)), F.lit(1)).otherwise(
+        (F.col("op") != DELETE).cast("int"))
+    columns = [F.col("commit_ts"), writes_last, F.col("partition"), F.col("offset"), F.col("seq")]
     return [c.desc() for c in columns] if descending else [c.asc() for c in columns]
 
 

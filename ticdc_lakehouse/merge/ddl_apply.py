@@ -20,6 +20,7 @@ from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY
 from ticdc_lakehouse.iceberg.tables import CREATED_FROM_PROPERTY
 from ticdc_lakehouse.merge.plan import DDLRecord, table_key
 from ticdc_lakehouse.mysql_types import column_doc, iceberg_type, parse_type, widening
+from ticdc_lakehouse.values import to_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
     from ticdc_lakehouse.merge.engine import RunContext
@@ -295,7 +296,7 @@ def _alter_table(ctx: "RunContext", record: DDLRecord, changes: list, deferred: 
     if not target.exists:
         if all(isinstance(c, dp.MetadataOnly) for c in changes) or removal_applied(ctx, first.schema, first.table, ts):
             return False
-        raise CannotApply(f"table {first.schema}.{first.table} does not exist in the lake")
+        target = _predating_table(ctx, first.schema, first.table, ts)
     if target.watermark >= ts:
         return False  # applied before (a rerun, or a DDL replay)
     jtable = ctx.ji.load(target.namespace, target.name)
@@ -327,6 +328,21 @@ def _alter_table(ctx: "RunContext", record: DDLRecord, changes: list, deferred: 
     return True
 
 
+def _predating_table(ctx: "RunContext", schema: str, table: str, ts: int):
+    """The lake table an ALTER of a table it does not hold yet applies to: one that existed before the
+    changefeed (its CREATE TABLE was never in the stream) and whose rows are in this run is created from their
+    types first, with its rows below the DDL merged, so the DDL then applies to it (a no-op where the rows
+    already typed its effect, e.g. a column they carry). A table with no rows in the run either: nothing in the
+    lake to change (its later rows type it as they come), ``CannotApply`` says so."""
+    if table_key(schema, table) in ctx.row_stats:
+        ctx.flush(schema, table, ts - 1)
+        target = ctx.target(schema, table, refresh=True)
+        if target.exists:
+            return target
+    raise CannotApply(f"table {schema}.{table} does not exist in the lake and has no rows to type it from; create "
+                      "it with `lakehouse create-tables`, then `lakehouse resume` it")
+
+
 def _deferred_marker_exists(jtable, ts: int) -> bool:
     """Whether a deferred DDL at ``ts`` was applied after the table's last merge (walks back to that merge)."""
     snapshot = jtable.currentSnapshot()
@@ -356,32 +372,28 @@ def _fill_defaults(ctx: "RunContext", target, fills: list[tuple[str, str]], summ
         ctx.ji.commit_marker(jtable, summary)  # nothing to fill (an empty table)
 
 
-_EXPRESSION_DEFAULT = ("current_timestamp", "now(", "localtime", "curdate", "curtime", "uuid", "rand(", "(")
-
-
 def default_fill(mysql, column) -> Optional[str]:
-    """The SQL literal existing rows take for a newly added column, or None (NULL, or an expression such as
-    CURRENT_TIMESTAMP whose value upstream is not known here)."""
+    """The Spark SQL literal existing rows take for a newly added column (``column_defaults``: exactly what TiDB
+    gives them), or None: NULL, or an expression such as CURRENT_TIMESTAMP whose value TiDB computed when the
+    DDL ran and no message carries (logged; those rows stay NULL)."""
+    from ticdc_lakehouse.column_defaults import UnknownDefault, existing_row_value
     from ticdc_lakehouse.merge.changes import sql_string
 
+    try:
+        value = existing_row_value(mysql, column.default, column.nullable)
+    except UnknownDefault as exc:
+        log.warning("column %s: existing rows left NULL: %s", column.name, exc)
+        return None
+    except ValueError as exc:  # a literal we cannot read: halt the table rather than guess its rows' value
+        raise CannotApply(f"column {column.name}: cannot tell the value existing rows take: {exc}") from None
+    if value is None:
+        return None
     spark_type = iceberg_type(mysql)
-    text = column.default
-    if text is None:
-        if column.nullable:
-            return None
-        if spark_type in ("int", "bigint", "float", "double") or spark_type.startswith("decimal"):
-            text = "0"
-        elif spark_type == "string" and mysql.base not in ("enum", "set", "json"):
-            text = ""
-        elif mysql.base == "enum" and mysql.elements:
-            text = mysql.elements[0]
-        else:
-            return None
-    elif text.strip().lower().startswith(_EXPRESSION_DEFAULT) or mysql.base in ("bit",):
-        return None
     if spark_type == "binary":
-        return None
-    return f"CAST({sql_string(text)} AS {spark_type})"
+        return "X'" + to_bytes(value).hex() + "'"
+    if spark_type == "string":
+        return sql_string(value)
+    return f"CAST({sql_string(value)} AS {spark_type})"
 
 
 def _descriptor(column) -> str:
@@ -403,14 +415,16 @@ def _schema_change(ctx: "RunContext", tx, target, change) -> Optional[tuple[str,
         return None  # recorded by the marker snapshot (tidb.ddl), no schema change
     if isinstance(change, dp.Unsupported):
         raise CannotApply(change.reason)
-    update = tx.updateSchema().caseSensitive(False)
+    # an update is opened only for a change that makes one: one left open (a column already there) would fail
+    # the transaction's next operation ("last operation has not committed")
     if isinstance(change, dp.AddColumn):
         column = change.column
         mysql = parse_type(column.mysql_type)
         fill = default_fill(mysql, column)
         if target.column(column.name) is not None:
             return (column.name, fill) if fill else None  # already there (a rerun before the fill, or inferred)
-        update = update.addColumn(column.name, ji.type_of(iceberg_type(mysql)), column_doc(mysql, column.comment))
+        update = tx.updateSchema().caseSensitive(False).addColumn(
+            column.name, ji.type_of(iceberg_type(mysql)), column_doc(mysql, column.comment))
         if change.first:
             update = update.moveFirst(column.name)
         elif change.after:
@@ -424,7 +438,7 @@ def _schema_change(ctx: "RunContext", tx, target, change) -> Optional[tuple[str,
             return None
         if existing in target.keys and len(target.keys) < len(target.columns):
             raise CannotApply(f"cannot drop primary-key column {change.name!r} (an Iceberg identifier field)")
-        update = update.deleteColumn(existing.name)
+        update = tx.updateSchema().caseSensitive(False).deleteColumn(existing.name)
         target.columns.remove(existing)
     elif isinstance(change, dp.RenameColumn):
         existing = target.column(change.old)
@@ -432,7 +446,7 @@ def _schema_change(ctx: "RunContext", tx, target, change) -> Optional[tuple[str,
             if target.column(change.new) is not None:
                 return None
             raise CannotApply(f"column {change.old!r} does not exist")
-        update = update.renameColumn(existing.name, change.new)
+        update = tx.updateSchema().caseSensitive(False).renameColumn(existing.name, change.new)
         index = target.columns.index(existing)
         target.columns[index] = TargetColumn(change.new, existing.spark_type, existing.mysql_type)
     elif isinstance(change, dp.ModifyColumn):
@@ -451,6 +465,7 @@ def _schema_change(ctx: "RunContext", tx, target, change) -> Optional[tuple[str,
                 f"({old_spark} -> {new_spark}) is not a type change Iceberg allows; resolve it (e.g. recreate the "
                 "table), then `lakehouse resume` the table"
             )
+        update = tx.updateSchema().caseSensitive(False)
         if new_spark != old_spark:
             update = update.updateColumn(existing.name, ji.type_of(new_spark))
         update = update.updateColumnDoc(existing.name, column_doc(new_type, change.column.comment))

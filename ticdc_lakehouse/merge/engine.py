@@ -36,9 +36,10 @@ from ticdc_lakehouse.iceberg.tables import (
 )
 from ticdc_lakehouse.local_frame import local_frame
 from ticdc_lakehouse.merge import ddl_apply
+from ticdc_lakehouse.merge.below_cut import find_and_record
 from ticdc_lakehouse.merge.changes import table_rows
 from ticdc_lakehouse.merge.decode_stage import decode_landed, source_unavailable_in, stats_accumulator
-from ticdc_lakehouse.merge.flush import flush_table
+from ticdc_lakehouse.merge.flush import FlushResult, flush_table
 from ticdc_lakehouse.merge.plan import (
     DDLRecord,
     PartitionKey,
@@ -55,12 +56,15 @@ from ticdc_lakehouse.merge.plan import (
     unapplied_with_holds,
 )
 from ticdc_lakehouse.merge.staged_stats import StagedStats, columns_sent, finish
+from ticdc_lakehouse.merge.value_checks import is_invalid_value_failure, reason_of, set_aside_invalid
 from ticdc_lakehouse.state import Checkpoint, StateStore
 
 log = logging.getLogger(__name__)
 
 #: protocols whose TiCDC output carries no resolved ts by default: applied up to the landed end, per-key order
 PROTOCOLS_WITHOUT_RESOLVED_TS = {"avro"}
+#: protocols some of whose row events carry no commit ts at all (see ``merge.made_up_ts``)
+PROTOCOLS_WITH_MISSING_TS = {"avro"}
 
 
 def uses_resolved_ts(protocol: str, setting: str) -> bool:
@@ -70,6 +74,18 @@ def uses_resolved_ts(protocol: str, setting: str) -> bool:
     if setting == "auto":
         return protocol not in PROTOCOLS_WITHOUT_RESOLVED_TS
     return setting == "required"
+
+
+def no_resolved_hint(changefeed: str, protocol: str, partitions: list[str]) -> str:
+    """One line for a stream that never carried a resolved event (so with ``resolved_ts`` auto/required nothing is
+    ever applied): which partitions, and what to set."""
+    sink = {"canal-json": "enable-tidb-extension=true", "debezium": "enable-tidb-extension=true",
+            "avro": "enable-watermark=true"}.get(protocol)
+    fix = f'set resolved_ts = "none" in [changefeeds.{changefeed}] (each key is then applied in commit-ts order)'
+    if sink:
+        fix += f", or add {sink} to the changefeed's sink URI so TiCDC sends resolved events"
+    return (f"{changefeed}: no resolved event was ever seen in {', '.join(partitions)} ({protocol}): with "
+            f"resolved_ts = auto nothing can be applied, and records stay pending. If the stream carries none, {fix}")
 
 
 @dataclass
@@ -87,7 +103,26 @@ class MergeReport:
     #: partitions held at an undecodable message (merge.on_undecodable = "hold"): topic, partition, offset, error
     held: list[dict[str, Any]] = field(default_factory=list)
     pending_tables: list[str] = field(default_factory=list)
+    #: partitions with records but no resolved event ever (resolved_ts auto/required): nothing of them applies
+    no_resolved_events: list[str] = field(default_factory=list)
+    #: row changes newly landed with a commit ts at or below the committed cut (see merge.below_cut)
+    below_cut: dict[str, Any] = field(default_factory=lambda: {"late": 0, "replay": 0, "tables": []})
+    #: landed segments this run found unreadable and moved aside (see landing/quarantine.py)
+    quarantined: list[dict[str, Any]] = field(default_factory=list)
+    #: offsets that should be landed but are not ("topic/partition" -> [[start, end), ...]): the partition is
+    #: merged up to the first of them only, until landing fills them (or records them as data loss)
+    missing: dict[str, list[list[int]]] = field(default_factory=dict)
     seconds: float = 0.0
+    #: per lake table: row events by op (``I``/``U``/``D``, as decoded) and the rows its applies wrote/removed
+    tables: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: seconds per phase of the run (decode, ddl, apply, commit)
+    phases: dict[str, float] = field(default_factory=dict)
+
+    def count_apply(self, table: str, written: int, removed: int, seconds: float) -> None:
+        entry = self.tables.setdefault(table, {})
+        entry["written"] = entry.get("written", 0) + written
+        entry["removed"] = entry.get("removed", 0) + removed
+        entry["seconds"] = round(entry.get("seconds", 0.0) + seconds, 3)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -137,8 +172,9 @@ class RunContext:
         if self.report is not None:
             self.report.halted.append({"table": f"{schema}.{table}", "ddl_ts": ts, "query": query, "reason": reason})
 
-    def flush(self, schema: str, table: str, upto_ts: int, create_missing: bool = True) -> None:
-        """Merge the table's rows below ``upto_ts`` (inclusive), unless it is halted below that.
+    def flush(self, schema: str, table: str, upto_ts: int, create_missing: bool = True) -> Optional[FlushResult]:
+        """Merge the table's rows below ``upto_ts`` (inclusive), unless it is halted below that; None when there
+        is no table to merge into.
 
         ``create_missing``: a table with rows but no CREATE TABLE seen is created from the rows' types (only for
         the final flush: before a DDL, a missing table is the one the DDL is about to create)."""
@@ -157,16 +193,36 @@ class RunContext:
                 return
         stats = self.row_stats.get(key)
         after_ts = None if self.resolved_mode else -1
+        if stats and create_missing:  # the final flush: every DDL up to the cut is applied
+            target = self.add_columns_rows_carry(schema, table, target, stats, upto_ts)
         lower = target.watermark if after_ts is None else after_ts
         has_rows = self.has_rows(key, lower, upto_ts) if stats else False
-        result = flush_table(
-            self.spark, self.ji, self.settings.catalog_name, self.events, stats["schema"] if stats else schema,
-            stats["table"] if stats else table, target, upto_ts, has_rows, self.summary(), after_ts=after_ts,
-            always_sent=columns_sent(stats["layouts"], self.added_in_run.get(key)) if stats else frozenset(),
-            row_events=stats["rows"] if stats else None,
-        )
-        if result.merged and self.report is not None and result.table not in self.report.tables_merged:
-            self.report.tables_merged.append(result.table)
+        names = (stats["schema"], stats["table"]) if stats else (schema, table)
+
+        def apply(events, upto: int):
+            return flush_table(
+                self.spark, self.ji, self.settings.catalog_name, events, *names, target, upto, has_rows,
+                self.summary(), after_ts=after_ts,
+                always_sent=columns_sent(stats["layouts"], self.added_in_run.get(key)) if stats else frozenset(),
+                row_events=stats["rows"] if stats else None,
+            )
+
+        started = time.monotonic()
+        try:
+            result = apply(self.events, upto_ts)
+        except Exception as exc:  # a value the table cannot store exactly: nothing was committed
+            if not is_invalid_value_failure(exc):
+                raise
+            log.warning("%s.%s: %s", schema, table, reason_of(exc))
+            events, upto_ts = set_aside_invalid(self, *names, target, lower, upto_ts, _holding(self.settings))
+            result = apply(events, upto_ts)
+        if result.merged and self.report is not None:
+            if result.table not in self.report.tables_merged:
+                self.report.tables_merged.append(result.table)
+            self.report.count_apply(result.table, result.written, result.removed, time.monotonic() - started)
+            if stats:
+                self.report.tables[result.table]["events"] = dict(stats.get("ops") or {})
+        return result
 
     def has_rows(self, key: TableKey, lower: int, upto_ts: int) -> bool:
         """Whether the table has rows with ``lower < commit_ts <= upto_ts``, so a DDL barrier with nothing before
@@ -186,6 +242,11 @@ class RunContext:
     def create_from_rows(self, schema: str, table: str, since: int = 0) -> Optional[TargetTable]:
         """A table with rows but no CREATE TABLE seen: create it from the rows' column types, if they have them."""
         stats = self.row_stats.get(table_key(schema, table))
+        if stats and not stats.get("defines_columns", True):
+            # only key-only deletes (delete-only-output-handle-key-columns): they remove rows the lake never had,
+            # and must not define the table (its later inserts would lose every other column)
+            log.info("%s.%s: only key-only deletes so far; the table is created by its first insert", schema, table)
+            return None
         if not stats or not stats.get("column_types"):
             if stats:
                 self.pending.add(table_key(schema, table))
@@ -195,6 +256,36 @@ class RunContext:
         table_schema = schema_from_row_types(stats["schema"], stats["table"], stats["column_types"],
                                              stats["key_columns"])
         return self.create(table_schema, since, self.summary(**{CREATED_FROM_PROPERTY: "row-types"}))
+
+    def add_columns_rows_carry(self, schema: str, table: str, target: TargetTable,
+                               stats: dict[str, Any], upto_ts: int) -> TargetTable:
+        """Columns the table's rows in ``(watermark, upto_ts]`` carry but the table lacks (a table typed from
+        earlier rows that did not carry them): added as nullable columns, like an ADD COLUMN DDL, in one commit whose
+        snapshot keeps the watermark and says why (``tidb.ddl``). Without this their values would be dropped."""
+        from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY
+        from ticdc_lakehouse.mysql_types import column_doc, iceberg_type, parse_type
+
+        layouts = stats.get("layouts")
+        if not layouts or not stats.get("defines_columns", True):
+            return target
+        above = set().union(*[names for names, ts in layouts.items() if target.watermark < ts <= upto_ts] or [set()])
+        missing = [(name, descriptor) for name, descriptor in stats["column_types"]
+                   if name.lower() in above and target.column(name) is None]
+        if not missing:
+            return target
+        jtable = self.ji.load(target.namespace, target.name)
+        tx = jtable.newTransaction()
+        update = tx.updateSchema().caseSensitive(False)
+        for name, descriptor in missing:
+            mysql = parse_type(descriptor)
+            update = update.addColumn(name, self.ji.type_of(iceberg_type(mysql)), column_doc(mysql, None))
+        update.commit()
+        names = ", ".join(name for name, _ in missing)
+        self.ji.commit_marker(tx, self.summary(**{RESOLVED_TS_PROPERTY: target.watermark,
+                                                  "tidb.ddl": f"ADD COLUMN {names} (carried by row images)"}))
+        tx.commitTransaction()
+        log.info("%s.%s: added column(s) %s that its row images carry", schema, table, names)
+        return self.target(schema, table, refresh=True)
 
     def create(self, table_schema, watermark: int, summary: dict[str, str]) -> TargetTable:
         """Create a lake table with its configured write mode and bucketing, its first snapshot at ``watermark``."""
@@ -229,6 +320,12 @@ def run_merge(
     ``take_lock=False`` when the caller already holds the changefeed lock (taken before Spark starts, so a
     second merge fails in a second, not after a JVM start); the driver lock is taken here either way, before any
     state is read (``locks.driver_lock``: a killed run's JVM may still be committing)."""
+    from ticdc_lakehouse.landing.quarantine import (
+        SegmentQuarantined,
+        check_landed,
+        quarantine,
+        unreadable_segment_in,
+    )
     from ticdc_lakehouse.landing.segments import known_partitions, landed_topics, list_segments
     from ticdc_lakehouse.locks import changefeed_lock, driver_lock
 
@@ -242,13 +339,16 @@ def run_merge(
         checkpoint = state.latest_checkpoint(cf.name)
         run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
         report = MergeReport(cf.name, run_id, protocol, checkpoint.resolved_ts, checkpoint.resolved_ts)
-        segments = list_segments(settings.landing_path, cf.name)
+        start = checkpoint.restart_offsets
+        # damaged segments are moved aside before Spark reads any; each partition is read up to its first hole
+        landed = check_landed(settings.landing_path, cf.name, list_segments(settings.landing_path, cf.name), start)
+        _report_landed_check(landed, report, say)
+        segments = landed.segments
         partitions = {
             (topic, p) for topic in landed_topics(settings.landing_path, cf.name)
             for p in known_partitions(settings.landing_path, cf.name, topic)
         } | set(segments)
         landed_end = {key: segs[-1].end for key, segs in segments.items() if segs}
-        start = checkpoint.restart_offsets
         paths = [
             str(seg.path) for key, segs in segments.items() for seg in segs if seg.end > start.get(key, 0)
         ]
@@ -263,25 +363,55 @@ def run_merge(
         say(f"{cf.name}: decoding {len(paths)} landed segment(s) with protocol {protocol}")
         from pyspark import StorageLevel
 
+        from ticdc_lakehouse.progress import spark_tasks
+
         # Decoded once in the executors and kept there (spilling to disk) for every later pass: the stats, the
         # DDL list, one MERGE per table and barrier. Nothing of it goes through the driver.
         collected = stats_accumulator(spark)
-        events = decode_landed(spark, paths, start, protocol, options, collected).persist(StorageLevel.MEMORY_AND_DISK)
+        events = decode_landed(spark, paths, start, protocol, options, collected)
+        if protocol in PROTOCOLS_WITH_MISSING_TS:
+            from ticdc_lakehouse.merge.made_up_ts import fill_made_up_ts
+
+            # with resolved events, a ts at or below the cut would read as applied: the first ts above it
+            resolved = uses_resolved_ts(protocol, cf.resolved_ts)
+            events = fill_made_up_ts(events, checkpoint.resolved_ts + 1 if resolved else 0)
+        events = events.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             try:
-                events.count()  # decodes into the cache; the tasks' aggregates arrive in ``collected``
+                phase = time.monotonic()
+                with spark_tasks(spark, progress, "decoding"):
+                    events.count()  # decodes into the cache; the tasks' aggregates arrive in ``collected``
+                report.phases["decode"] = round(time.monotonic() - phase, 3)
             except Exception as exc:
                 unavailable = source_unavailable_in(exc)  # e.g. the schema registry is down: nothing committed
                 if unavailable is not None:
                     raise unavailable from None
+                damaged = unreadable_segment_in(str(exc), (s for segs in segments.values() for s in segs))
+                if damaged is not None:  # a page the footer check cannot see: moved aside, nothing committed
+                    raise SegmentQuarantined(quarantine(settings.landing_path, cf.name, *damaged)) from None
                 raise
             stats = finish(collected.value)
+            say(f"{cf.name}: decoded {stats.events:,} event(s) in {report.phases['decode']:.1f} s "
+                f"({stats.events / max(report.phases['decode'], 1e-3):,.0f} events/s)")
             _merge_staged(spark, settings, cf.name, protocol, state, checkpoint, events, stats, partitions,
                           landed_end, report, stop_ts, say)
         finally:
             events.unpersist()
     report.seconds = time.monotonic() - started
     return report
+
+
+def _report_landed_check(landed, report: MergeReport, say) -> None:
+    from dataclasses import asdict
+
+    for entry in landed.quarantined:
+        report.quarantined.append(asdict(entry))
+        say(f"QUARANTINED landed segment {entry}; the next landing run lands these offsets again from Kafka")
+    for (topic, partition), ranges in sorted(landed.missing.items()):
+        report.missing[f"{topic}/{partition}"] = [list(r) for r in ranges]
+        first = ranges[0]
+        say(f"{topic}/{partition}: offsets [{first[0]}, {first[1]}) are not landed: merging this partition up to "
+            f"offset {first[0]} only; `lakehouse land` lands them again (or reports them as data loss)")
 
 
 def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, events, stats: StagedStats, partitions,
@@ -301,6 +431,12 @@ def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, even
     records = _ddl_records(stats.ddls)
     if resolved_mode:
         plan = plan_run(partitions, partition_resolved, records, stop_ts)
+        silent = sorted(f"{topic}/{partition}" for (topic, partition), end in landed_end.items()
+                        if end > checkpoint.restart_offsets.get((topic, partition), 0)
+                        and not partition_resolved.get((topic, partition)))
+        if silent and stats.events:
+            report.no_resolved_events = silent
+            say(no_resolved_hint(changefeed, protocol, silent))
     elif holds:
         # without resolved events nothing orders the held message against the other partitions' rows: apply
         # nothing new until it decodes or is skipped
@@ -329,16 +465,22 @@ def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, even
         state=state, events=events, run_id=report.run_id, halted=halted, row_stats=stats.rows,
         report=report, resolved_mode=resolved_mode,
     )
+    if resolved_mode:  # before any flush moves a watermark: what is below the committed cut stays below it
+        below = find_and_record(ctx, checkpoint, {key: rows["min_ts"] for key, rows in ctx.row_stats.items()}, say)
+        if below is not None:
+            report.below_cut = below.as_dict()
     ctx.removals = ddl_apply.removals(plan.ddls)
     ddl_apply.apply_resolutions(ctx, [h for h in halts if h.resolution])
     for bootstrap in plan.bootstraps:
         ddl_apply.apply_bootstrap(ctx, bootstrap)
     say(f"{changefeed}: cut at resolved ts {cut}; {len(plan.ddls)} DDL(s); {len(ctx.row_stats)} table(s) with rows")
+    phase = time.monotonic()
     for record in plan.ddls:
         for schema, table in ddl_apply.tables_blocked(ctx, record):
             ctx.flush(schema, table, record.commit_ts - 1, create_missing=False)
         ddl_apply.apply_ddl(ctx, record)
         fault_point("merge.after_ddl")
+    report.phases["ddl"] = round(time.monotonic() - phase, 3)
     tables = set(checkpoint.tables) | {f"{s}.{t}" for s, t in ctx.row_stats}
     final = [(stats["schema"], stats["table"]) for _, stats in sorted(ctx.row_stats.items())]
     for name in sorted(tables):
@@ -346,7 +488,10 @@ def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, even
         if table_key(schema, table) not in ctx.row_stats and ctx.target(schema, table).exists:
             final.append((schema, table))  # no rows: only its watermark moves to the cut
     ensure_callback_server(spark)  # started here, not raced by the first MERGEs of several threads
-    flush_concurrently(ctx, final, cut, int(settings.merge["parallel_tables"]))
+    phase = time.monotonic()
+    flush_concurrently(ctx, final, cut, int(settings.merge["parallel_tables"]), say)
+    report.phases["apply"] = round(time.monotonic() - phase, 3)
+    phase = time.monotonic()
     # the cut: every live table of the changefeed and its snapshot
     cut_tables: dict[str, Optional[int]] = {}
     for name in sorted(tables | {f"{k[0]}.{k[1]}" for k in ctx.tables}):
@@ -372,11 +517,13 @@ def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, even
         from ticdc_lakehouse.timetravel import tag_cut
 
         tag_cut(spark, settings, cut, cut_tables)
+    report.phases["commit"] = round(time.monotonic() - phase, 3)
     report.resolved_ts = max(cut, checkpoint.resolved_ts)
     say(f"{changefeed}: committed cut {report.resolved_ts} to {len(cut_tables)} table(s)")
 
 
-def flush_concurrently(ctx: RunContext, tables: list[tuple[str, str]], upto_ts: int, parallelism: int) -> None:
+def flush_concurrently(ctx: RunContext, tables: list[tuple[str, str]], upto_ts: int, parallelism: int,
+                       say: Optional[Callable[[str], None]] = None) -> None:
     """The final flush of every table up to the cut, ``parallelism`` tables at a time.
 
     Why: a table's apply is a handful of small Spark jobs and catalog commits whose driver-side latency (planning,
@@ -384,23 +531,37 @@ def flush_concurrently(ctx: RunContext, tables: list[tuple[str, str]], upto_ts: 
     snapshot and watermark, the DDL barriers are already behind), so overlapping them fills those gaps. Each
     table's flush stays one sequential unit. Every table is attempted even when one fails (one broken table must
     not hold the others back); the first failure is raised afterwards, before the checkpoint, and the rerun
-    continues from each table's own watermark. The py4j callback server must already run (see ``commit``)."""
+    continues from each table's own watermark. The py4j callback server must already run (see ``commit``).
+    ``say`` hears each table whose rows were merged as it finishes (rows written/removed, from the report) and,
+    meanwhile, Spark's task counts."""
+    import itertools
+
+    from ticdc_lakehouse.progress import spark_tasks
+
+    total = len(tables)
+    finished = itertools.count(1)  # next() is atomic under the GIL: the flush threads share it
 
     def attempt(name: tuple[str, str]) -> Optional[Exception]:
         try:
-            ctx.flush(name[0], name[1], upto_ts)
+            result = ctx.flush(name[0], name[1], upto_ts)
         except Exception as exc:  # noqa: BLE001 - raised below, after the other tables
             log.error("flushing %s.%s failed: %s", name[0], name[1], exc)
             return exc
+        number = next(finished)
+        counts = ctx.report.tables.get(result.table) if result is not None and ctx.report is not None else None
+        if say is not None and result is not None and result.merged and counts is not None:
+            say(f"applied {result.table} ({number}/{total}): {counts['written']:,} row(s) written, "
+                f"{counts['removed']:,} removed in {counts['seconds']:.1f} s")
         return None
 
-    if parallelism <= 1 or len(tables) <= 1:
-        outcomes = [attempt(name) for name in tables]
-    else:
-        from concurrent.futures import ThreadPoolExecutor
+    with spark_tasks(getattr(ctx, "spark", None), say, f"applying {total} table(s)"):
+        if parallelism <= 1 or total <= 1:
+            outcomes = [attempt(name) for name in tables]
+        else:
+            from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(max_workers=min(parallelism, len(tables)), thread_name_prefix="flush") as pool:
-            outcomes = list(pool.map(attempt, tables))
+            with ThreadPoolExecutor(max_workers=min(parallelism, total), thread_name_prefix="flush") as pool:
+                outcomes = list(pool.map(attempt, tables))
     errors = [error for error in outcomes if error is not None]
     if errors:
         raise errors[0]

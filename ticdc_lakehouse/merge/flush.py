@@ -43,6 +43,30 @@ class FlushResult:
     after_ts: int
     upto_ts: int
     merged: bool  # a MERGE ran (False: nothing in range, only the watermark moved)
+    #: rows the apply wrote to data files, and rows it removed (delete files, deletion vectors, rewritten files),
+    #: from the summaries of the snapshots it committed (see ``snapshot_changes``)
+    written: int = 0
+    removed: int = 0
+
+
+#: snapshot summary fields that count rows taken out of the table (position/equality deletes, deletion vectors
+#: and copy-on-write rewrites report under one of these)
+REMOVED_FIELDS = ("deleted-records", "added-position-deletes", "added-equality-deletes")
+
+
+def snapshot_changes(jtable, since_snapshot_id: Optional[int]) -> tuple[int, int]:
+    """(rows written, rows removed) by the snapshots committed on ``main`` after ``since_snapshot_id``: what the
+    catalog already knows about an apply, read from the snapshot summaries (no Spark job). Under merge-on-read an
+    update counts once in each; copy-on-write counts the rows of rewritten files in both."""
+    written = removed = 0
+    snapshot = jtable.currentSnapshot()
+    while snapshot is not None and snapshot.snapshotId() != since_snapshot_id:
+        summary = snapshot.summary()
+        written += int(summary.get("added-records") or 0)
+        removed += sum(int(summary.get(name) or 0) for name in REMOVED_FIELDS)
+        parent = snapshot.parentId()
+        snapshot = jtable.snapshot(parent) if parent is not None else None
+    return written, removed
 
 
 def merge_sql(catalog: str, target: TargetTable, source_view: str,
@@ -93,9 +117,12 @@ def _branch_head(jtable, branch: str):
 
 
 def apply_staged(spark, ji: JavaIceberg, catalog: str, target: TargetTable, source,
-                 properties: Mapping[str, str]) -> bool:
+                 properties: Mapping[str, str], keyless: bool = False) -> bool:
     """Apply a change set (``changes.merge_source``) the staged way (see the module doc); False when the table
-    has no snapshot to branch from (the caller then MERGEs)."""
+    has no snapshot to branch from (the caller then MERGEs).
+
+    ``keyless``: a table keyed by its whole row (``merge.keyless``): rows match with null-safe equality, and the
+    changed images are joined, not broadcast (there is no bound on their number)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -113,8 +140,10 @@ def apply_staged(spark, ji: JavaIceberg, catalog: str, target: TargetTable, sour
     source = source.persist(StorageLevel.MEMORY_AND_DISK)  # read twice: its keys, then its new images
     view = f"_lakehouse_changed_keys_{next(_view_ids)}"
     try:
-        F.broadcast(source.select(*[quote(k.name) for k in target.keys])).createOrReplaceTempView(view)
-        on = " AND ".join(f"t.{quote(k.name)} = s.{quote(k.name)}" for k in target.keys)
+        changed = source.select(*[quote(k.name) for k in target.keys])
+        (changed if keyless else F.broadcast(changed)).createOrReplaceTempView(view)
+        equals = "<=>" if keyless else "="
+        on = " AND ".join(f"t.{quote(k.name)} {equals} s.{quote(k.name)}" for k in target.keys)
         spark.sql(f"MERGE INTO {staged} AS t USING {quote(view)} AS s ON {on} WHEN MATCHED THEN DELETE")
         images = source.filter(F.col(OP) != "D").select(*[F.col(quote(c.name)) for c in target.columns])
         writer = images.writeTo(staged)
@@ -134,6 +163,18 @@ def apply_staged(spark, ji: JavaIceberg, catalog: str, target: TargetTable, sour
     fault_point("merge.before_fast_forward")
     jtable.manageSnapshots().fastForwardBranch("main", branch).removeBranch(branch).commit()
     return True
+
+
+def _apply_keyless(spark, ji: JavaIceberg, catalog: str, events, upstream_schema: str, upstream_table: str,
+                   target: TargetTable, lower: int, upto_ts: int, properties: Mapping[str, str]) -> None:
+    """A table without a usable key: row counts, applied the staged way (see ``merge.keyless``)."""
+    from ticdc_lakehouse.merge.keyless import keyless_deltas, keyless_source
+
+    deltas = keyless_deltas(events, upstream_schema, upstream_table, lower, upto_ts, target.columns)
+    lake = spark.table(qualified(catalog, target.namespace, target.name))
+    source = keyless_source(lake, deltas, target.columns)
+    if not apply_staged(spark, ji, catalog, target, source, properties, keyless=True):
+        raise RuntimeError(f"{target.namespace}.{target.name} has no snapshot to apply its changes to")
 
 
 def flush_table(
@@ -163,7 +204,14 @@ def flush_table(
         return FlushResult(label, lower, upto_ts, False)
     properties = {**summary, RESOLVED_TS_PROPERTY: str(upto_ts)}
     merged = False
+    head = None
     if has_rows_in_range:
+        head = ji.load(target.namespace, target.name).currentSnapshot()
+    if has_rows_in_range and not target.keys_required:
+        _apply_keyless(spark, ji, catalog, events, upstream_schema, upstream_table, target, lower, upto_ts,
+                       properties)
+        merged = True
+    elif has_rows_in_range:
         source = change_set(events, upstream_schema, upstream_table, lower, upto_ts, target.columns, target.keys,
                             always_sent)
         staged = can_stage(target, always_sent, row_events) and apply_staged(
@@ -183,4 +231,5 @@ def flush_table(
         ji.commit_marker(jtable, properties)
     target.watermark = max(target.watermark, upto_ts)
     fault_point("merge.after_table_commit")
-    return FlushResult(label, lower, upto_ts, merged)
+    written, removed = snapshot_changes(jtable, head.snapshotId() if head is not None else None) if merged else (0, 0)
+    return FlushResult(label, lower, upto_ts, merged, written, removed)

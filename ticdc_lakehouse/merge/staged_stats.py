@@ -39,14 +39,48 @@ class TableRows:
     #: the column sets (lower case) of the insert and update images, each with the greatest commit ts it had;
     #: None when some image lacked a value for a column it typed, or there were too many sets to keep
     layouts: Optional[dict[frozenset[str], int]] = field(default_factory=dict)
+    #: the greatest scale of any value of each column typed bare ``decimal`` (no precision on the wire)
+    scales: dict[str, int] = field(default_factory=dict)
+    #: the widest types came from a delete's image holding only key columns (TiCDC's
+    #: ``delete-only-output-handle-key-columns``): any other image is preferred to it, and alone it must not
+    #: define the table's columns (the table would keep its key alone)
+    key_only: bool = False
+    #: row events per op (I/U/D): only reported (the run's summary), so a re-run task's over-count is harmless
+    ops: dict[str, int] = field(default_factory=dict)
 
     def absorb(self, other: "TableRows") -> None:
         self.rows += other.rows
+        self.scales = _max_scales(self.scales, other.scales)
+        self.ops = {op: self.ops.get(op, 0) + other.ops.get(op, 0) for op in {*self.ops, *other.ops}}
         self.min_ts = min(self.min_ts, other.min_ts)
         self.max_ts = max(self.max_ts, other.max_ts)
         self.layouts = _merge_layouts(self.layouts, other.layouts)
-        if len(other.column_types) > len(self.column_types):
+        if (not other.key_only, len(other.column_types)) > (not self.key_only, len(self.column_types)):
             self.column_types, self.key_columns, self.sample = other.column_types, other.key_columns, other.sample
+            self.key_only = other.key_only
+
+
+def _key_only(event: RowChange) -> bool:
+    """A delete whose image holds key columns only (``delete-only-output-handle-key-columns``)."""
+    return event.after is None and bool(event.key_columns) and event.column_types.keys() <= set(event.key_columns)
+
+
+def _image_rank(event: RowChange) -> tuple[bool, int]:
+    """Which image's types describe a table best: any but a key-only one, then the widest."""
+    return (not _key_only(event), len(event.column_types))
+
+
+def _max_scales(one: dict[str, int], other: dict[str, int]) -> dict[str, int]:
+    merged = dict(one)
+    for name, scale in other.items():
+        merged[name] = max(scale, merged.get(name, 0))
+    return merged
+
+
+def decimal_scale(text: str) -> int:
+    """Digits after the point of a canonical decimal (plain text, ``values.from_decimal``)."""
+    point = text.find(".")
+    return 0 if point < 0 else len(text) - point - 1
 
 
 #: more column sets than this in one table's images: the planner stops reasoning about them (see columns_sent)
@@ -140,7 +174,8 @@ class StatsFolder:
         self.part = StatsPart()
         # per (schema, table): [rows, min ts, max ts, widest event, {column set of insert/update images: their
         # greatest ts}, every such image had all its typed columns, the types dict of the last image, its
-        # column set] (a list: updated in place for every row)
+        # column set, {bare decimal column: greatest scale}, (types dict, its bare decimal columns), {op: row
+        # events}] (a list: updated in place for every row)
         self._tables: dict[tuple[str, str], list] = {}
 
     def add(self, events: Iterable[Event]) -> None:
@@ -153,15 +188,23 @@ class StatsFolder:
                 ts = event.commit_ts
                 entry = tables.get((event.schema, event.table))
                 if entry is None:
-                    entry = tables[(event.schema, event.table)] = [0, ts, ts, event, {}, True, None, None]
+                    entry = tables[(event.schema, event.table)] = [0, ts, ts, event, {}, True, None, None, {},
+                                                                   (None, ()), {}]
                 entry[0] += 1
+                ops = entry[10]
+                ops[event.op] = ops.get(event.op, 0) + 1
                 if ts < entry[1]:
                     entry[1] = ts
                 elif ts > entry[2]:
                     entry[2] = ts
                 types = event.column_types
-                if len(types) > len(entry[3].column_types):
-                    entry[3] = event
+                if len(types) > len(entry[3].column_types) or _key_only(entry[3]):
+                    if _image_rank(event) > _image_rank(entry[3]):
+                        entry[3] = event
+                if types is not entry[9][0]:
+                    entry[9] = (types, tuple(name for name, desc in types.items() if desc == "decimal"))
+                if entry[9][1]:
+                    _fold_scales(entry[8], entry[9][1], event)
                 # which columns the images carry, and until when: consecutive images of one layout share their
                 # types dict (the decoders' contract), so only a change of layout costs a set; an image without
                 # all its typed columns spoils it
@@ -194,23 +237,36 @@ class StatsFolder:
     def finish(self) -> StatsPart:
         """The part to hand to the accumulator (plain data: it is pickled to the driver)."""
         part = self.part
-        for name, (rows, min_ts, max_ts, widest, layouts, complete, _, _) in self._tables.items():
+        for name, (rows, min_ts, max_ts, widest, layouts, complete, _, _, scales, _, ops) in self._tables.items():
             part.max_commit_ts = max(part.max_commit_ts, max_ts)
             values = widest.after if widest.after is not None else (widest.before or {})
             part.rows[name] = TableRows(rows, min_ts, max_ts, list(widest.column_types.items()),
-                                        list(widest.key_columns), dict(values), layouts if complete else None)
+                                        list(widest.key_columns), dict(values), layouts if complete else None,
+                                        scales, _key_only(widest), ops)
         self._tables = {}
         return part
 
 
-def infer_precision(types: list[tuple[str, str]], sample: dict) -> list[tuple[str, str]]:
+def _fold_scales(scales: dict[str, int], names: tuple[str, ...], event: RowChange) -> None:
+    for image in (event.after, event.before):
+        if image:
+            for name in names:
+                value = image.get(name)
+                if value:
+                    scale = decimal_scale(value)
+                    if scale > scales.get(name, -1):
+                        scales[name] = scale
+
+
+def infer_precision(types: list[tuple[str, str]], scales: dict[str, int]) -> list[tuple[str, str]]:
     """Row events type DECIMAL without precision (Open Protocol, Craft); TiDB writes every value with the
-    column's scale, so a table created from rows takes the scale of a sample value and the widest precision."""
+    column's scale, so a table created from rows takes the greatest scale of its values (every value of the
+    run, not one sample that may be NULL) and the widest precision. A column with no value at all stays bare
+    (``mysql_types.BARE_DECIMAL_ICEBERG``); a later value that does not fit it is a dead letter, never rounded."""
     result = []
     for name, descriptor in types:
-        value = sample.get(name)
-        if descriptor == "decimal" and value and "e" not in value.lower():
-            scale = len(value.split(".", 1)[1]) if "." in value else 0
+        scale = scales.get(name)
+        if descriptor == "decimal" and scale is not None:
             descriptor = f"decimal(38,{min(scale, 38)})"
         result.append((name, descriptor))
     return result
@@ -244,8 +300,9 @@ def finish(part: StatsPart) -> StagedStats:
     for key, entry in merged.items():
         rows[key] = {
             "schema": names[key][0], "table": names[key][1], "rows": entry.rows, "min_ts": entry.min_ts,
-            "max_ts": entry.max_ts, "column_types": infer_precision(entry.column_types, entry.sample),
+            "max_ts": entry.max_ts, "column_types": infer_precision(entry.column_types, entry.scales),
             "key_columns": list(entry.key_columns), "layouts": entry.layouts,
+            "defines_columns": not entry.key_only, "ops": dict(entry.ops),
         }
     ddls = [part.ddls[position] for position in sorted(part.ddls)]
     return StagedStats(dict(part.resolved), rows, part.failures, part.max_commit_ts, part.events, ddls)

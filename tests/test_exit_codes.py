@@ -1,0 +1,158 @@
+"""What a cron job or CI sees: exit codes and one-line errors of `lakehouse` run as a subprocess (issues 19.9,
+19.11, 20.8)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.postgres_fixture import postgres_url  # noqa: F401
+
+ROOT = Path(__file__).resolve().parents[1]
+LAKEHOUSE = [sys.executable, "-m", "ticdc_lakehouse.cli"]
+
+
+def lakehouse(args, env, cwd=ROOT, timeout=600):
+    return subprocess.run(LAKEHOUSE + args, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def clean_env(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE")}
+    env["LAKEHOUSE_HOME"] = str(tmp_path / "home")
+    return env
+
+
+def test_a_misspelled_key_is_an_error_naming_the_right_one_before_any_work(clean_env, tmp_path):
+    config = tmp_path / "lakehouse.toml"
+    config.write_text('[changefeeds.shop]\nprotocol = "open"\nbootstrap_server = "kafka.example:9092"\n')
+    result = lakehouse(["--config", str(config), "status", "--no-kafka"], clean_env)
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "'bootstrap_server'" in lines[0] and "did you mean 'bootstrap_servers'?" in lines[0]
+    assert str(config) in lines[0]
+    assert not (tmp_path / "home").exists()  # nothing was started or created
+
+
+def test_a_misspelled_environment_override_is_an_error_too(clean_env, tmp_path):
+    clean_env["LAKEHOUSE__MERGE__ON_UNDECODEABLE"] = "hold"
+    result = lakehouse(["status", "--no-kafka"], clean_env)
+    assert result.returncode != 0
+    line = result.stderr.strip()
+    assert "LAKEHOUSE__MERGE__ON_UNDECODEABLE" in line and "did you mean 'on_undecodable'?" in line
+    assert "\n" not in line and not (tmp_path / "home").exists()
+
+
+def test_valid_keys_of_every_section_are_accepted(tmp_path):
+    from ticdc_lakehouse.config import load_settings
+
+    config = tmp_path / "c.toml"
+    config.write_text(
+        '[spark]\nmaster = "local[2]"\n[spark.conf]\n"spark.sql.anything" = "1"\n'
+        '[merge]\nwrite_mode = "copy-on-write"\n[maintenance]\nlanding_retention_hours = 2\n'
+        '[airflow]\nmerge_pools = false\n[changefeeds.shop]\nbootstrap_servers = "k:9092"\nresolved_ts = "none"\n'
+        '[changefeeds.shop.kafka]\n"security.protocol" = "SASL_SSL"\n[tables."shop.orders"]\nbucket_count = 4\n'
+    )
+    settings = load_settings(config, env={"LAKEHOUSE_HOME": str(tmp_path),
+                                          "LAKEHOUSE__CHANGEFEEDS__SHOP__KAFKA__SASL.MECHANISM": "PLAIN"})
+    assert settings.changefeed("shop").kafka == {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}
+
+
+def test_backfill_of_a_directory_without_kafka_log_files_fails_and_says_what_is_expected(clean_env, tmp_path):
+    archive = tmp_path / "archive"
+    (archive / "orders").mkdir(parents=True)
+    (archive / "orders" / "data.json").write_text("{}")
+    result = lakehouse(["backfill", "--archive", str(archive)], clean_env)
+    assert result.returncode != 0
+    assert "no Kafka log files found" in result.stderr
+    assert "<topic>-<partition>/<20-digit base offset>.log" in result.stderr
+    assert '"ok": true' not in result.stdout
+
+
+def test_a_held_lock_names_its_holder(settings):
+    from ticdc_lakehouse.locks import changefeed_lock
+
+    with changefeed_lock(settings, "default", purpose="maintenance"):
+        result = lakehouse(["merge"], dict(os.environ), timeout=120)
+    assert result.returncode != 0
+    assert "not started: another maintenance (pid" in result.stderr and "holds its lock" in result.stderr
+    assert "another merge" not in result.stderr
+
+
+@pytest.mark.spark
+def test_merge_exits_non_zero_when_it_did_not_apply_everything(spark, tmp_path):
+    """A partition held at an undecodable message: the merge ran but is not through: `"ok": false`, exit 1."""
+    from ticdc_lakehouse.archive_writer import write_archive
+    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.encode.open_protocol import OpenProtocolEncoder
+    from ticdc_lakehouse.model import Position, ResolvedEvent
+    from ticdc_lakehouse.pipeline import backfill
+    from tests.lake_helpers import create_app_table
+
+    (tmp_path / "none.toml").write_text('[merge]\non_undecodable = "hold"\n')  # the fixture's config file
+    settings = load_settings()
+    at = Position("t", 0, 0)
+    encoder = OpenProtocolEncoder()
+    records = [(*encoder.encode(e), [], None) for e in create_app_table(at)]
+    records.append((b"not json", b"{", [], None))
+    records.append((*encoder.encode(ResolvedEvent(500, at)), [], None))
+    archive = tmp_path / "archive"
+    write_archive(archive, "t", {0: records})
+    assert backfill(settings, archive, protocol="open", spark=spark)["ok"] is False
+    result = lakehouse(["merge", "--protocol", "open"], dict(os.environ))
+    assert '"ok": false' in result.stdout, result.stderr[-2000:]
+    assert result.returncode == 1
+
+
+def test_a_broker_that_is_down_gives_one_line_with_the_cause_not_a_flood(clean_env, tmp_path):
+    import socket
+
+    with socket.socket() as probe:  # a port on 127.0.0.1 nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = tmp_path / "lakehouse.toml"
+    config.write_text(f'[changefeeds.shop]\nbootstrap_servers = "127.0.0.1:{port}"\ntopics = ["orders"]\n')
+    result = lakehouse(["--config", str(config), "land"], clean_env, timeout=300)
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, f"{len(lines)} lines on stderr:\n" + "\n".join(lines[:5])
+    assert "Connection refused" in lines[0]  # the cause
+    assert f"Check bootstrap_servers (127.0.0.1:{port})" in lines[0]  # what to check
+
+
+@pytest.mark.spark
+def test_a_dead_letter_keeps_the_raw_bytes_whole(spark, settings, tmp_path):
+    """The README promises the raw bytes of an undecodable message: all of them, not the first 64 KiB."""
+    import base64
+
+    from ticdc_lakehouse.archive_writer import write_archive
+    from ticdc_lakehouse.pipeline import backfill
+
+    value = b"{" + bytes(range(256)) * 600  # 150 KiB that no protocol decodes
+    archive = tmp_path / "archive"
+    write_archive(archive, "t", {0: [(b"k" * 70_000, value, [], None)]})
+    backfill(settings, archive, protocol="open", spark=spark)
+    row = spark.sql("SELECT raw_key, raw_value FROM _lakehouse.dead_letters").collect()
+    assert len(row) == 1
+    assert base64.b64decode(row[0]["raw_value"]) == value
+    assert base64.b64decode(row[0]["raw_key"]) == b"k" * 70_000
+
+
+@pytest.mark.parametrize("changefeed", ["shop", "default"])  # lock ids of both signs
+def test_the_postgres_advisory_lock_names_its_holder_too(postgres_url, tmp_path, changefeed):  # noqa: F811
+    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.locks import LockBusy, changefeed_lock
+
+    uri, user, password = postgres_url
+    settings = load_settings(env={"LAKEHOUSE_HOME": str(tmp_path), "LAKEHOUSE_CONFIG": "", "LAKEHOUSE_CATALOG_URI": uri,
+                                  "LAKEHOUSE_CATALOG_USER": user, "LAKEHOUSE_CATALOG_PASSWORD": password})
+    with changefeed_lock(settings, changefeed, purpose="maintenance"):
+        with pytest.raises(LockBusy, match=rf"merge of changefeed '{changefeed}' not started: another maintenance "
+                                           r"\(pid \d+\)"):
+            with changefeed_lock(settings, changefeed):
+                pass
