@@ -17,12 +17,13 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
-#: where scripts/fetch_jvm_deps.sh puts jvm/test-services/pom.xml's artifacts
-TEST_SERVICES = Path(sys.prefix) / "share" / "ticdc-lakehouse" / "jars" / "test-services"
+from ticdc_lakehouse.spark_session import jvm_jar_dir
+
+#: where scripts/fetch_jvm_deps.sh puts jvm/test-services/pom.xml's artifacts (beside the engine's jars)
+TEST_SERVICES = jvm_jar_dir("test-services")
 _QUIET_CDS = ("-Xlog:cds=off", "-Xlog:cds+dynamic=off")
 _PER_PROCESS: dict[str, Any] = {}
 T = TypeVar("T")
