@@ -11,7 +11,7 @@ test: setup
 	.venv/bin/python -m pytest -q -p no:cacheprovider tests
 
 test-fast: setup
-	.venv/bin/python -m pytest -q -p no:cacheprovider tests -m "not spark and not broker and not airflow"
+	.venv/bin/python -m pytest -q -p no:cacheprovider tests -m "not spark and not broker and not registry and not airflow"
 
 bench: setup
 	.venv/bin/python bench/decode.py

@@ -1,6 +1,6 @@
 """Landing throughput: Kafka -> landed Parquet segments, against a bare consume that writes nothing.
 
-    .venv/bin/python bench/land.py                       # starts a private noida-db broker
+    .venv/bin/python bench/land.py                       # starts a private Apache Kafka broker
     .venv/bin/python bench/land.py --bootstrap host:9092 --records 500000 --size 1024
 
 Produces ``--records`` distinct TiCDC-like JSON messages of about ``--size`` bytes over ``--partitions`` partitions,
@@ -29,7 +29,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.broker_fixture import NOIDA_CONSUMER_SETTINGS, Broker, create_topic, produce  # noqa: E402
+from tests.broker_fixture import Broker, create_topic, produce  # noqa: E402
 from ticdc_lakehouse.config import ChangefeedConfig  # noqa: E402
 from ticdc_lakehouse.landing.kafka_source import consumer_config, land_from_kafka  # noqa: E402
 
@@ -68,7 +68,7 @@ def fill(bootstrap: str, topic: str, records: int, size: int, partitions: int, h
 
 def changefeed(bootstrap: str, topic: str) -> ChangefeedConfig:
     return ChangefeedConfig(name=f"bench-{uuid.uuid4().hex[:6]}", protocol="open", topics=(topic,),
-                            bootstrap_servers=bootstrap, schema_registry_url="", kafka=dict(NOIDA_CONSUMER_SETTINGS),
+                            bootstrap_servers=bootstrap, schema_registry_url="", kafka={},
                             schema_registry={}, consumer_group="")
 
 
@@ -86,9 +86,9 @@ def process_cpu_seconds(pid: int) -> float:
 def settle(broker: Broker | None, quiet_s: float = 1.5, timeout_s: float = 60.0) -> None:
     """Wait until our private broker has been idle for ``quiet_s``, so no measurement pays for the one before.
 
-    noida-db rewrites its whole data file (the ~200 MB topic included) a moment after each produce or offset
-    commit, which costs seconds of CPU on this 2-core machine: started by ``fill`` or by landing's commit, it
-    would otherwise run during whichever measurement comes next. No-op for an external broker (``--bootstrap``).
+    The broker keeps working a moment after a produce or an offset commit (flushing, its JIT compiling the
+    fetch path), which on this 2-core machine would otherwise run during whichever measurement comes next.
+    No-op for an external broker (``--bootstrap``).
     """
     if broker is None or broker.pid is None or not Path(f"/proc/{broker.pid}/stat").exists():
         return
@@ -156,7 +156,7 @@ def land_once(bootstrap: str, topic: str) -> tuple[float, int, int]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bootstrap", help="an existing broker; default: start a private noida-db broker")
+    parser.add_argument("--bootstrap", help="an existing broker; default: start a private Apache Kafka broker")
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--size", type=int, default=1024, help="approximate message size in bytes")
     parser.add_argument("--partitions", type=int, default=4)

@@ -52,6 +52,8 @@ fetch_jars() {  # POM_DIR
   fi
 }
 fetch_jars jvm/runtime
+# the servers the tests run for real: Apache Kafka (KRaft) and Apicurio Registry (tests/jvm_service.py)
+fetch_jars jvm/test-services
 .venv/bin/python -c 'import ticdc_lakehouse.decode._craft_reader' 2>/dev/null \
   || echo "setup: no compiled Craft reader (no C compiler?): Craft decodes with its Python readers, same events, slower"
 # Verify the stack: pyspark 4.1.x (a 6.x Spark provider would have replaced it), the Iceberg jars, drivers.

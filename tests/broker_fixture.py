@@ -1,4 +1,6 @@
-"""A real Kafka-protocol broker for tests: the ``noida-db`` binary shipped in the venv, run with only Kafka.
+"""A real Apache Kafka broker for tests: Kafka 4.1 in KRaft mode (one JVM, broker and controller), from the
+``org.apache.kafka:kafka_2.13`` jars that ``make setup`` fetched from Maven Central (jvm/test-services/pom.xml) into
+``.venv/share/ticdc-lakehouse/jars/test-services/``.
 
 Usage in a test module::
 
@@ -8,23 +10,16 @@ Usage in a test module::
 stop/restart a broker (reliability) take ``private_broker`` instead, a :class:`Broker` of their own with
 ``stop()`` / ``start()`` / ``restart()`` on the same port and data directory. Brokers die with the test process.
 
-Known noida-db 0.2.3 differences from Kafka that matter here:
-
-* a fetch response is not bounded by ``fetch.max.bytes``: it carries everything available in the assigned
-  partitions, so reading a backlog of more than ~64 MiB needs a larger ``receive.message.max.bytes``
-  (:data:`NOIDA_CONSUMER_SETTINGS`);
-* an aborted transaction is listed in every later fetch of the partition, so librdkafka (read_committed)
-  hides later committed records of the *same* producer id when the fetch starts after the ABORT marker;
-* the binary prints a harmless "weak version GLIBC_2.39 not found" warning on Debian 12.
+Each broker formats its own storage (``kafka-storage format``: a fresh cluster id) in its data directory the first
+time it starts, then runs ``kafka.Kafka server.properties`` on two free loopback ports (clients, controller), with
+a small heap and the class-data archive of tests/jvm_service.py.
 """
 
 from __future__ import annotations
 
-import atexit
+import base64
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -36,57 +31,84 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.jvm_service import (
+    TEST_SERVICES,
+    JavaProcess,
+    free_port,
+    java_executable,
+    missing,
+    per_process,
+    port_open,
+)
+
+__all__ = ["Broker", "create_topic", "free_port", "kafka_broker", "port_open", "private_broker", "produce",
+           "restart_broker", "shared_broker", "start_broker", "stop_broker", "unique_topic"]
+
 Header = tuple[str, Optional[bytes]]
 
-#: consumer settings (for ``ChangefeedConfig.kafka``) that let librdkafka accept noida's unbounded fetch responses
-NOIDA_CONSUMER_SETTINGS = {"receive.message.max.bytes": 1024 * 1024 * 1024}
+#: the broker JVM: a small heap, one GC thread; its log (warnings, and the "started" line) goes to the log file
+JVM_OPTIONS = ("-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
+               "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-Dorg.slf4j.simpleLogger.showDateTime=true",
+               "-Dorg.slf4j.simpleLogger.log.kafka.server.KafkaRaftServer=info")
+#: broker settings for one node: internal topics with one replica and one partition (fast group and transaction
+#: coordinators), topics only when asked for, a log cleaner and retention that act within a second or two (the
+#: compaction and retention tests)
+SERVER_SETTINGS = {
+    "process.roles": "broker,controller",
+    "node.id": "1",
+    "controller.listener.names": "CONTROLLER",
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+    "inter.broker.listener.name": "PLAINTEXT",
+    "auto.create.topics.enable": "false",
+    "num.partitions": "1",
+    "message.max.bytes": str(10 * 1024 * 1024 + 1024),  # TiCDC's max-message-bytes default, and a batch header
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": "1",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    "num.network.threads": "2",
+    "num.io.threads": "2",
+    "num.recovery.threads.per.data.dir": "1",
+    "background.threads": "2",
+    "log.cleaner.threads": "1",
+    "log.cleaner.backoff.ms": "200",
+    "log.cleaner.dedupe.buffer.size": str(8 * 1024 * 1024),
+    "log.initial.task.delay.ms": "0",  # retention checks from the start, not after 30 s
+    "log.retention.check.interval.ms": "500",
+    "log.segment.delete.delay.ms": "500",
+    "file.delete.delay.ms": "500",
+}
 
 
-def broker_binary() -> Path:
-    """The noida-db executable inside the installed ``noida_db`` package."""
-    import noida_db
-
-    path = Path(noida_db.__file__).resolve().parent / ("noida-db.exe" if os.name == "nt" else "noida-db")
-    if not path.is_file():
-        raise RuntimeError(f"noida-db binary not found at {path}")
-    if not os.access(path, os.X_OK):
-        path.chmod(0o755)
-    return path
-
-
-def _die_with_parent() -> None:
-    """Runs in the child before exec: Linux sends it SIGTERM when the test process dies, however it dies."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except Exception:  # noqa: BLE001 - best effort (not Linux)
-        pass
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def port_open(port: int, host: str = "127.0.0.1") -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
+def kafka_jars() -> list[Path]:
+    """The broker's classpath (kafka_2.13 and its runtime dependencies)."""
+    jars = sorted(TEST_SERVICES.glob("*.jar"))
+    if not any(jar.name.startswith("kafka_2.13-") for jar in jars):
+        raise missing("the Apache Kafka jars (kafka_2.13)")
+    return jars
 
 
 class Broker:
-    """One broker process on a fixed port and data directory, stoppable and restartable by PID."""
+    """One Kafka broker process on fixed ports and a fixed data directory, stoppable and restartable by PID.
 
-    def __init__(self, data_dir: Optional[Path] = None, port: Optional[int] = None) -> None:
+    ``data_dir`` holds ``server.properties`` and ``logs/`` (the partitions and the KRaft metadata log); it is
+    formatted on the first start only, so a restart keeps every topic, offset and committed group offset.
+    ``settings`` add to or override :data:`SERVER_SETTINGS`.
+    """
+
+    def __init__(self, data_dir: Optional[Path] = None, port: Optional[int] = None,
+                 settings: Optional[Mapping[str, str]] = None) -> None:
         self.owns_data_dir = data_dir is None
-        self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="noida-kafka-"))
+        self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="kafka-broker-"))
         self.port = port or free_port()
+        self.controller_port = free_port()
+        self.settings = dict(SERVER_SETTINGS, **(settings or {}))
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}.log"
-        self.process: Optional[subprocess.Popen] = None
+        self.jvm: Optional[JavaProcess] = None
 
     @property
     def bootstrap(self) -> str:
@@ -94,24 +116,53 @@ class Broker:
 
     @property
     def pid(self) -> Optional[int]:
-        return self.process.pid if self.process is not None else None
+        return self.jvm.pid if self.jvm is not None else None
 
-    def start(self, timeout_s: float = 30.0) -> "Broker":
-        """Start the broker and wait until it answers a metadata request."""
-        if self.process is not None and self.process.poll() is None:
-            return self
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(
-            [str(broker_binary()), "start", "--only", "kafka", "--host", "127.0.0.1",
-             "--kafka-port", str(self.port), "--data-dir", str(self.data_dir)],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,
+    @property
+    def properties_path(self) -> Path:
+        return self.data_dir / "server.properties"
+
+    def _write_properties(self) -> None:
+        settings = dict(self.settings)
+        settings.update({
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "log.dirs": str(self.data_dir / "logs"),
+        })
+        self.properties_path.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
+
+    def _format(self, classpath: str) -> None:
+        """``kafka-storage format`` once per data directory: a new cluster id, the metadata log's bootstrap."""
+        if (self.data_dir / "logs" / "meta.properties").is_file():
+            return
+        cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        result = subprocess.run(
+            [java_executable(), "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+             "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", classpath, "kafka.tools.StorageTool",
+             "format", "--cluster-id", cluster, "--config", str(self.properties_path)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=180,
         )
-        log.close()
+        if result.returncode != 0:
+            raise RuntimeError(f"kafka-storage format failed ({result.returncode}): "
+                               f"{result.stdout.decode(errors='replace')[-2000:]}")
+
+    def start(self, timeout_s: float = 180.0) -> "Broker":
+        """Start the broker (formatting its storage the first time) and wait until it answers a metadata request."""
+        if self.jvm is not None and self.jvm.running():
+            return self
+        jars = kafka_jars()
+        classpath = os.pathsep.join(str(jar) for jar in jars)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._write_properties()
+        self._format(classpath)
+        self.jvm = JavaProcess("kafka", JVM_OPTIONS, ["-cp", classpath, "kafka.Kafka", str(self.properties_path)],
+                               jars, self.log_path)
+        process = self.jvm.start()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"broker exited with {self.process.returncode}; log:\n{self.log()}")
+            if process.poll() is not None:
+                raise RuntimeError(f"broker exited with {process.returncode}; log:\n{self.log()}")
             if port_open(self.port) and self._answers():
                 return self
             time.sleep(0.1)
@@ -120,22 +171,16 @@ class Broker:
 
     def _answers(self) -> bool:
         try:
-            AdminClient({"bootstrap.servers": self.bootstrap}).list_topics(timeout=2)
-            return True
+            return bool(AdminClient({"bootstrap.servers": self.bootstrap}).list_topics(timeout=2).brokers)
         except KafkaException:
             return False
 
-    def stop(self, timeout_s: float = 10.0, kill: bool = False) -> None:
-        """SIGTERM (or SIGKILL with ``kill``), then SIGKILL if it does not exit; waits until the port is free."""
-        process, self.process = self.process, None
-        if process is None or process.poll() is not None:
+    def stop(self, timeout_s: float = 30.0, kill: bool = False) -> None:
+        """SIGTERM (Kafka's controlled shutdown) or SIGKILL with ``kill`` (losing what the broker had not written
+        to its log files), then SIGKILL if it does not exit; waits until the port is free."""
+        if self.jvm is None:
             return
-        process.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
-        try:
-            process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=timeout_s)
+        self.jvm.stop(timeout_s, kill=kill)
         deadline = time.monotonic() + timeout_s
         while port_open(self.port) and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -145,10 +190,8 @@ class Broker:
         return self.start()
 
     def log(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-4000:]
-        except OSError:
-            return ""
+        """The end of the broker's log file (for failure messages)."""
+        return self.jvm.log() if self.jvm is not None else ""
 
     def close(self) -> None:
         """Stop and, when it made its own data directory, delete it."""
@@ -161,18 +204,9 @@ class Broker:
                 pass
 
 
-_SHARED: Optional[Broker] = None
-
-
 def shared_broker() -> Broker:
     """One broker per test process, however many modules import the fixture; stopped at exit."""
-    global _SHARED
-    if _SHARED is None:
-        _SHARED = Broker().start()
-        atexit.register(_SHARED.close)
-    elif _SHARED.process is None or _SHARED.process.poll() is not None:
-        _SHARED.start()
-    return _SHARED
+    return per_process("kafka", lambda: Broker().start(), Broker.close).start()  # start: a no-op while it runs
 
 
 def stop_broker(kill: bool = False) -> None:
@@ -235,12 +269,13 @@ def produce(
     partition: Optional[int] = None,
     compression: str = "none",
     headers: Optional[Sequence[Header]] = None,
+    timestamp_ms: Optional[int] = None,
     **producer_config: object,
 ) -> list[tuple[int, int]]:
     """Produce ``(key, value[, headers[, partition]])`` records and wait for every delivery.
 
-    ``producer_config`` keys may use ``_`` for ``.`` (``linger_ms=50``). Returns ``(partition, offset)`` per
-    record in order; raises on any delivery error.
+    ``timestamp_ms``: the records' CreateTime (default: now). ``producer_config`` keys may use ``_`` for ``.``
+    (``linger_ms=50``). Returns ``(partition, offset)`` per record in order; raises on any delivery error.
     """
     config = {"bootstrap.servers": bootstrap, "compression.type": compression, "linger.ms": 5,
               "message.max.bytes": 10 * 1024 * 1024, "enable.idempotence": False}
@@ -267,6 +302,8 @@ def produce(
             kwargs["headers"] = list(record_headers)
         if record_partition is not None:
             kwargs["partition"] = record_partition
+        if timestamp_ms is not None:
+            kwargs["timestamp"] = timestamp_ms
         while True:
             try:
                 producer.produce(topic, **kwargs)

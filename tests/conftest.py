@@ -15,6 +15,17 @@ SHARED = Path(__file__).resolve().parents[2] / "shared"
 _catalog_ids = itertools.count(1)
 
 
+#: the fixtures that start a real server process, and the marker their tests get (``-m "not broker"`` skips them)
+SERVER_FIXTURES = {"kafka_broker": "broker", "private_broker": "broker", "schema_registry": "registry"}
+
+
+def pytest_collection_modifyitems(items):
+    """Mark every test by the real servers it takes, wherever its module imported the fixture from."""
+    for item in items:
+        for fixture in set(getattr(item, "fixturenames", ())) & set(SERVER_FIXTURES):
+            item.add_marker(SERVER_FIXTURES[fixture])
+
+
 @pytest.fixture(scope="session")
 def spark_session(tmp_path_factory):
     from ticdc_lakehouse.config import load_settings

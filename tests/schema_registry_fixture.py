@@ -1,9 +1,12 @@
-"""A tiny Confluent Schema Registry (REST subset) for tests, and the ``schema_registry`` pytest fixture.
+"""A real Confluent-compatible Schema Registry for tests: Apicurio Registry 2.6 (in-memory storage) run from the JVM,
+whose ``/apis/ccompat/v7`` API is the Confluent Schema Registry REST API that confluent-kafka's
+``SchemaRegistryClient`` and TiCDC's encoder speak.
 
-It serves what confluent-kafka's ``SchemaRegistryClient`` and TiCDC's encoder use: register a schema under a
-subject (same text -> same global id, like the real registry), fetch a schema by id, list subjects and versions,
-and look up a schema in a subject. It runs on 127.0.0.1 on a free port in a daemon thread (stdlib only), so tests
-talk HTTP to a real server instead of mocking the client.
+``schema_registry`` (session) yields the Confluent API's base URL of one registry shared by the test session; tests
+register under their own subjects. Apicurio's runnable archive comes from Maven Central with the Kafka jars
+(jvm/test-services/pom.xml, ``make setup``) and is unpacked next to them the first time a registry starts.
+:class:`FailingFront` puts a reverse proxy in front of it that can answer with an HTTP error, like a load balancer
+whose registry behind it is failing.
 
 Use it from a test module with ``from tests.schema_registry_fixture import schema_registry  # noqa: F401``.
 """
@@ -12,161 +15,149 @@ from __future__ import annotations
 
 import io
 import json
-import re
-import socket
+import os
+import shutil
+import tarfile
+import tempfile
 import threading
+import time
+import urllib.error
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, Iterator, Optional
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 import fastavro
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
+from tests.jvm_service import TEST_SERVICES, JavaProcess, free_port, missing, per_process
 from ticdc_lakehouse.decode.confluent_avro import confluent_frame
 
-CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+#: the Confluent-compatible API under Apicurio's root
+CCOMPAT = "/apis/ccompat/v7"
+#: the registry JVM: small heap; Quarkus's in-memory (H2) storage; loopback only; no console, no auth
+JVM_OPTIONS = ("-Xms64m", "-Xmx384m", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
+               "-Dquarkus.http.host=127.0.0.1", "-Dquarkus.log.level=WARN",
+               "-Dquarkus.log.category.\"io.quarkus\".level=INFO", "-Dregistry.auth.enabled=false")
 
 
-class RegistryState:
-    """Schemas by global id, and per subject the ids of its versions (version n = index n-1)."""
+def apicurio_home() -> Path:
+    """The unpacked Apicurio archive (``*-runner.jar`` and ``lib/``), unpacked once, atomically."""
+    archives = sorted(TEST_SERVICES.glob("apicurio-registry-app-*-all.tar.gz"))
+    if not archives:
+        raise missing("the Apicurio Registry archive (apicurio-registry-app-*-all.tar.gz)")
+    home = TEST_SERVICES / archives[-1].name.removesuffix("-all.tar.gz")
+    if not home.is_dir():
+        staging = Path(tempfile.mkdtemp(prefix=f"{home.name}.", dir=TEST_SERVICES))
+        with tarfile.open(archives[-1]) as archive:
+            archive.extractall(staging, filter="data")
+        try:
+            os.rename(staging, home)
+        except OSError:  # unpacked meanwhile by another process
+            shutil.rmtree(staging, ignore_errors=True)
+    return home
+
+
+class ApicurioRegistry:
+    """One Apicurio Registry JVM on a free loopback port; ``url`` is its Confluent-compatible API."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.schemas: dict[int, dict[str, Any]] = {}
-        self.ids_by_text: dict[tuple[str, str], int] = {}
-        self.subjects: dict[str, list[int]] = {}
-        #: when set, every GET answers this HTTP status (a registry that is up but failing, e.g. 503)
-        self.failing_status: Optional[int] = None
+        self.port = free_port()
+        self.log_path = Path(tempfile.mkdtemp(prefix="schema-registry-")) / "registry.log"
+        self.jvm: Optional[JavaProcess] = None
 
-    def register(self, subject: str, schema: str, schema_type: str = "AVRO") -> tuple[int, int]:
-        """Register (idempotently) and return (id, version)."""
-        with self.lock:
-            key = (schema_type, schema)
-            schema_id = self.ids_by_text.get(key)
-            if schema_id is None:
-                schema_id = len(self.schemas) + 1
-                self.ids_by_text[key] = schema_id
-                self.schemas[schema_id] = {"schema": schema, "schemaType": schema_type}
-            versions = self.subjects.setdefault(subject, [])
-            if schema_id not in versions:
-                versions.append(schema_id)
-            return schema_id, versions.index(schema_id) + 1
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}{CCOMPAT}"
+
+    def start(self, timeout_s: float = 240.0) -> "ApicurioRegistry":
+        """Start the registry and wait until its Confluent API answers."""
+        home = apicurio_home()
+        [runner] = home.glob("*-runner.jar")
+        self.jvm = JavaProcess("apicurio", [*JVM_OPTIONS, f"-Dquarkus.http.port={self.port}"],
+                               ["-jar", str(runner)], [runner, *sorted((home / "lib").glob("*.jar"))],
+                               self.log_path)
+        process = self.jvm.start()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"schema registry exited with {process.returncode}; log:\n{self.jvm.log()}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/subjects", timeout=2) as response:
+                    if response.status == 200:
+                        return self
+            except (OSError, urllib.error.URLError):
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"schema registry did not answer on port {self.port} within {timeout_s}s; log:\n"
+                           f"{self.jvm.log()}")
+
+    def stop(self) -> None:
+        if self.jvm is not None:
+            self.jvm.stop()
+        shutil.rmtree(self.log_path.parent, ignore_errors=True)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    state: RegistryState  # set on the subclass made per server
+@pytest.fixture(scope="session")
+def schema_registry() -> Iterator[str]:
+    """The Confluent-compatible URL of the session's real schema registry (Apicurio)."""
+    yield per_process("apicurio", lambda: ApicurioRegistry().start(), ApicurioRegistry.stop).url
+
+
+class _FrontHandler(BaseHTTPRequestHandler):
+    front: "FailingFront"  # set on the subclass made per server
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - keep test output quiet
         return
 
-    # --- plumbing --------------------------------------------------------------------------------------------
-    def _send(self, status: int, body: Any) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", CONTENT_TYPE)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _error(self, status: int, code: int, message: str) -> None:
-        self._send(status, {"error_code": code, "message": message})
-
-    def _body(self) -> dict[str, Any]:
+    def _forward(self) -> None:
+        status = self.front.failing_status
+        if status is not None:
+            body = json.dumps({"error_code": status * 100 + 3, "message": "Error while forwarding the request"})
+            return self._reply(status, "application/vnd.schemaregistry.v1+json", body.encode())
         length = int(self.headers.get("Content-Length") or 0)
-        return json.loads(self.rfile.read(length) or b"{}")
-
-    def _path(self) -> list[str]:
-        return [unquote(part) for part in urlsplit(self.path).path.strip("/").split("/") if part]
-
-    def _version_body(self, subject: str, version: int) -> Optional[dict[str, Any]]:
-        versions = self.state.subjects.get(subject)
-        if not versions:
-            return None
-        if version == -1:
-            version = len(versions)
-        if not 1 <= version <= len(versions):
-            return None
-        schema_id = versions[version - 1]
-        entry = self.state.schemas[schema_id]
-        body = {"subject": subject, "version": version, "id": schema_id, "schema": entry["schema"]}
-        if entry["schemaType"] != "AVRO":
-            body["schemaType"] = entry["schemaType"]
-        return body
-
-    # --- routes ----------------------------------------------------------------------------------------------
-    def do_GET(self) -> None:  # noqa: N802 - http.server naming
-        if self.state.failing_status is not None:
-            return self._error(self.state.failing_status, 50003, "Error while forwarding the request")
-        parts = self._path()
-        if parts == ["subjects"]:
-            return self._send(200, sorted(self.state.subjects))
-        if len(parts) == 3 and parts[:2] == ["schemas", "ids"] and parts[2].isdigit():
-            entry = self.state.schemas.get(int(parts[2]))
-            if entry is None:
-                return self._error(404, 40403, "Schema not found")
-            body = {"schema": entry["schema"]}
-            if entry["schemaType"] != "AVRO":
-                body["schemaType"] = entry["schemaType"]
-            return self._send(200, body)
-        if len(parts) == 3 and parts[0] == "subjects" and parts[2] == "versions":
-            versions = self.state.subjects.get(parts[1])
-            if versions is None:
-                return self._error(404, 40401, "Subject not found")
-            return self._send(200, list(range(1, len(versions) + 1)))
-        if len(parts) == 4 and parts[0] == "subjects" and parts[2] == "versions":
-            raw = parts[3]
-            version = -1 if raw == "latest" else int(raw) if re.fullmatch(r"-?\d+", raw) else 0
-            body = self._version_body(parts[1], version)
-            if body is None:
-                return self._error(404, 40402, "Version not found")
-            return self._send(200, body)
-        if parts == ["config"]:
-            return self._send(200, {"compatibilityLevel": "BACKWARD"})
-        return self._error(404, 404, f"unsupported path {self.path}")
-
-    def do_POST(self) -> None:  # noqa: N802 - http.server naming
-        parts = self._path()
+        data = self.rfile.read(length) if length else None
+        headers = {k: v for k, v in self.headers.items() if k.lower() in ("content-type", "accept", "authorization")}
+        request = urllib.request.Request(self.front.upstream + self.path, data=data, headers=headers,
+                                         method=self.command)
         try:
-            body = self._body()
-        except json.JSONDecodeError:
-            return self._error(422, 42201, "Invalid JSON")
-        schema = body.get("schema")
-        if not isinstance(schema, str):
-            return self._error(422, 42201, "Invalid schema")
-        schema_type = body.get("schemaType") or "AVRO"
-        if len(parts) == 3 and parts[0] == "subjects" and parts[2] == "versions":
-            try:
-                json.loads(schema)
-            except json.JSONDecodeError:
-                return self._error(422, 42201, "Invalid schema")
-            schema_id, _ = self.state.register(parts[1], schema, schema_type)
-            return self._send(200, {"id": schema_id})
-        if len(parts) == 2 and parts[0] == "subjects":  # look up a schema under a subject
-            schema_id = self.state.ids_by_text.get((schema_type, schema))
-            versions = self.state.subjects.get(parts[1], [])
-            if schema_id is None or schema_id not in versions:
-                return self._error(404, 40403, "Schema not found")
-            return self._send(200, self._version_body(parts[1], versions.index(schema_id) + 1))
-        return self._error(404, 404, f"unsupported path {self.path}")
+            with urllib.request.urlopen(request, timeout=30) as response:
+                self._reply(response.status, response.headers.get("Content-Type", ""), response.read())
+        except urllib.error.HTTPError as error:
+            self._reply(error.code, error.headers.get("Content-Type", ""), error.read())
+
+    def _reply(self, status: int, content_type: str, body: bytes) -> None:
+        self.send_response(status)
+        if content_type:
+            self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = do_PUT = do_DELETE = _forward  # noqa: N815 - http.server naming
 
 
-class SchemaRegistryServer:
-    """The server and its state; ``url`` is ``http://127.0.0.1:<port>``."""
+class FailingFront:
+    """A reverse proxy to a registry (``upstream``, the ccompat URL) on its own loopback port; while
+    ``failing_status`` is set, every request gets that HTTP status instead of reaching the registry."""
 
-    def __init__(self) -> None:
-        self.state = RegistryState()
-        handler = type("Handler", (_Handler,), {"state": self.state})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    def __init__(self, upstream: str) -> None:
+        self.failing_status: Optional[int] = None
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), type("Handler", (_FrontHandler,), {"front": self}))
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="schema-registry", daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="registry-front", daemon=True)
+        parts = urlsplit(upstream)
+        self.upstream, self.path = f"{parts.scheme}://{parts.netloc}", parts.path
 
     @property
     def url(self) -> str:
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host}:{port}{self.path}"
 
-    def start(self) -> "SchemaRegistryServer":
+    def start(self) -> "FailingFront":
         self._thread.start()
         return self
 
@@ -174,16 +165,6 @@ class SchemaRegistryServer:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
-
-
-@pytest.fixture(scope="module")
-def schema_registry() -> Iterator[str]:
-    """The URL of a fresh in-process Schema Registry, for one test module."""
-    server = SchemaRegistryServer().start()
-    try:
-        yield server.url
-    finally:
-        server.stop()
 
 
 class Producer:
@@ -224,6 +205,4 @@ def items_schemas() -> tuple[dict, dict]:
 
 def closed_port() -> int:
     """A loopback port nothing listens on: the address of a registry that is down."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    return free_port()  # bound and released: nothing listens there

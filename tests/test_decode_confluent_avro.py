@@ -1,5 +1,5 @@
-"""Confluent Avro decoder: TiCDC's golden value schemas registered in a real (in-process) Schema Registry, messages
-built with fastavro and decoded through confluent-kafka's SchemaRegistryClient."""
+"""Confluent Avro decoder: TiCDC's golden value schemas registered in a real Schema Registry (Apicurio's Confluent
+API), messages built with fastavro and decoded through confluent-kafka's SchemaRegistryClient."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.schema_registry_fixture import (  # noqa: F401 - schema_registry is a pytest fixture
+    FailingFront,
     Producer,
-    SchemaRegistryServer,
     closed_port,
     schema_registry,
 )
@@ -267,18 +267,18 @@ def test_unreachable_registry_fails_the_decode_instead_of_dead_lettering_good_ro
     assert "schema registry" in message and "rerun" in message and "hunter2pw" not in message
 
 
-def test_registry_server_errors_fail_the_decode_and_a_retry_succeeds():
-    server = SchemaRegistryServer().start()
+def test_registry_server_errors_fail_the_decode_and_a_retry_succeeds(schema_registry):
+    server = FailingFront(schema_registry).start()
     try:
         producer = Producer(server.url, "flaky")
         schema = golden("expectedSchemaWithExtension")
         value = producer.encode(schema, record_for(schema, _tidb_op="c", _tidb_commit_ts=3,
                                                    _tidb_commit_physical_time=0))
         decoder = decoder_for(server.url)
-        server.state.failing_status = 503
+        server.failing_status = 503
         with pytest.raises(SourceUnavailable, match="503"):
             decode(decoder, None, value)
-        server.state.failing_status = None  # the registry recovers: the same decoder reads the message
+        server.failing_status = None  # the registry recovers: the same decoder reads the message
         [event] = decode(decoder, None, value)
         assert isinstance(event, RowChange) and event.after["id"] == "1"
     finally:

@@ -104,12 +104,9 @@ def test_the_warehouse_is_a_minio_bucket_that_minio_init_creates(services, lakeh
     warehouse = urlparse(env(services["airflow-scheduler"])["LAKEHOUSE_WAREHOUSE"])
     assert warehouse.scheme == "s3"
     assert f"lake/{warehouse.hostname}" in " ".join(services["minio-init"]["command"])
-    catalog = f"spark.sql.catalog.{lakehouse_toml['catalog']['name']}"
-    conf = lakehouse_toml["spark"]["conf"]
-    assert conf[f"{catalog}.io-impl"] == "org.apache.iceberg.aws.s3.S3FileIO"  # from iceberg-aws-bundle
-    endpoint = urlparse(conf[f"{catalog}.s3.endpoint"])
+    endpoint = urlparse(lakehouse_toml["s3"]["endpoint"])
     assert endpoint.hostname == "minio" and endpoint.port in published(services["minio"])
-    assert conf[f"{catalog}.s3.path-style-access"] == "true"
+    assert lakehouse_toml["s3"]["path_style_access"] is True and lakehouse_toml["s3"]["checksums"] == "when_required"
     for name in AIRFLOW_SERVICES + ("spark-worker",):
         variables = env(services[name])
         assert variables["AWS_ACCESS_KEY_ID"] == env(services["minio"])["MINIO_ROOT_USER"]
@@ -164,6 +161,13 @@ def test_the_containers_config_resolves_to_the_production_settings(compose, serv
     settings = load_settings(config, env={**env(services["airflow-scheduler"]), "LAKEHOUSE_CONFIG": str(config)})
     assert settings.catalog_uri == "jdbc:postgresql://postgres:5432/iceberg"
     assert settings.warehouse == "s3://lakehouse/warehouse"
+    from ticdc_lakehouse.spark_session import spark_plan
+
+    conf = spark_plan(settings).conf  # the catalog writes the bucket through S3FileIO, path-style, at MinIO
+    assert conf["spark.sql.catalog.lake.io-impl"] == "org.apache.iceberg.aws.s3.S3FileIO"
+    assert conf["spark.sql.catalog.lake.s3.endpoint"] == "http://minio:9000"
+    assert conf["spark.sql.catalog.lake.s3.path-style-access"] == "true"
+    assert "-Daws.requestChecksumCalculation=when_required" in conf["spark.driver.extraJavaOptions"]
     assert settings.spark["submit"] == "spark-submit"
     assert list(settings.changefeeds) == list(lakehouse_toml["changefeeds"])
     assert settings.raw["maintenance"]["schedule"] == "@daily"

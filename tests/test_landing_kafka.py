@@ -1,8 +1,10 @@
-"""Landing from a real Kafka-protocol broker (noida-db): ranges, incremental runs, crashes, codecs, big messages."""
+"""Landing from a real Apache Kafka broker: ranges, incremental runs, crashes, codecs, headers, big messages,
+transactions, log compaction, retention and broker restarts."""
 
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from pathlib import Path
 
@@ -139,10 +141,7 @@ def test_a_range_of_only_transaction_markers_gets_a_zero_row_file(kafka_broker, 
     assert (segment.start, segment.end) == (0, 4)  # three aborted records and the ABORT marker
     assert read_segment(segment.path).num_rows == 0
 
-    # noida-db lists the aborted transaction in every later fetch (real Kafka only in fetches overlapping it),
-    # so librdkafka would hide the same producer's later committed records: commit from another producer
-    producer = Producer({"bootstrap.servers": kafka_broker, "transactional.id": unique_topic("txid")})
-    producer.init_transactions(15)
+    # the same producer commits next: a fetch that starts after the ABORT marker must not hide its records
     producer.begin_transaction()
     producer.produce(topic, value=b"committed", partition=0)
     producer.commit_transaction(15)
@@ -242,6 +241,116 @@ def test_broker_down_mid_run_times_out_cleanly_and_rerun_continues(private_broke
     private_broker.start()
     land_from_kafka(cf, tmp_path)
     assert ranges(tmp_path, cf) == {(topic, 0): [(0, 10)], (topic, 1): [(0, 10)]}
+
+
+def test_a_broker_restart_mid_landing_is_ridden_out_and_every_offset_lands_once(private_broker, tmp_path):
+    """The broker is killed (no controlled shutdown) and started again on the same port and data directory while
+    a run is between two partitions: the same run reconnects, lands the rest and commits every partition."""
+    bootstrap = private_broker.bootstrap
+    topic = create_topic(bootstrap, unique_topic("restart"), partitions=2)
+    produce(bootstrap, topic, [(b"k%d" % i, b"v%d" % i, [("seq", b"%d" % i)], i % 2) for i in range(40)])
+    cf = changefeed(bootstrap, topic)
+    restarts = []
+
+    def restart_after_first(item):
+        if not restarts:
+            restarts.append(private_broker.pid)
+            private_broker.restart(kill=True)
+
+    report = land_from_kafka(cf, tmp_path, progress=restart_after_first, timeout_s=120, parallel=1)
+
+    assert len(restarts) == 1 and private_broker.pid != restarts[0]
+    assert ranges(tmp_path, cf) == {(topic, 0): [(0, 20)], (topic, 1): [(0, 20)]}
+    assert [v for _, _, v, _ in payload(tmp_path, cf, topic, 1)] == [b"v%d" % i for i in range(1, 40, 2)]
+    assert report.records == 40 and all(p.committed for p in report.partitions)
+    assert committed(bootstrap, cf.group_id, topic, 2) == [20, 20]
+    assert land_from_kafka(cf, tmp_path).records == 0
+
+
+def test_offsets_removed_by_log_compaction_are_skipped_not_reported_lost(kafka_broker, tmp_path):
+    """A compacted topic keeps only the last record of each key: the landed range covers the removed offsets
+    (contiguous, no data loss) and holds the records Kafka kept, at their own offsets."""
+    topic = create_topic(kafka_broker, unique_topic("compacted"), config={
+        "cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.001",
+        "min.compaction.lag.ms": "0", "delete.retention.ms": "0"})
+    produce(kafka_broker, topic, [(b"k%d" % (i % 5), b"old%d" % i) for i in range(5)], partition=0)
+    time.sleep(0.3)  # the next append rolls the segment (segment.ms): only closed segments are compacted
+    produce(kafka_broker, topic, [(b"k%d" % (i % 5), b"new%d" % i) for i in range(5, 10)], partition=0)
+    time.sleep(0.3)
+    produce(kafka_broker, topic, [(b"last", b"tail")], partition=0)
+    wait_for(lambda: first_offset(kafka_broker, topic) == 5, "the log cleaner to remove offsets 0-4", 90)
+    cf = changefeed(kafka_broker, topic)
+
+    report = land_from_kafka(cf, tmp_path)
+
+    assert ranges(tmp_path, cf) == {(topic, 0): [(0, 11)]}
+    assert [(o, k, v) for o, k, v, _ in payload(tmp_path, cf, topic, 0)] == [
+        (i, b"k%d" % (i % 5), b"new%d" % i) for i in range(5, 10)] + [(10, b"last", b"tail")]
+    assert report.records == 6 and report.data_loss == []
+    assert committed(kafka_broker, cf.group_id, topic, 1) == [11]
+
+
+def test_offsets_deleted_by_the_topics_retention_before_landing_are_data_loss(kafka_broker, tmp_path):
+    """Kafka's own time-based retention (not a DeleteRecords request) deletes a segment that was never landed:
+    the run refuses it as data loss, and ``allow_gap`` records the loss and lands what is left."""
+    topic = create_topic(kafka_broker, unique_topic("expiring"), config={"segment.ms": "600000"})
+    an_hour_ago = int(time.time() * 1000) - 3_600_000
+    produce(kafka_broker, topic, [(None, b"a%d" % i) for i in range(10)], partition=0, timestamp_ms=an_hour_ago)
+    cf = changefeed(kafka_broker, topic)
+    land_from_kafka(cf, tmp_path)
+    # records an hour old: each later append rolls the segment (segment.ms is 10 minutes); "c" is new
+    produce(kafka_broker, topic, [(None, b"b%d" % i) for i in range(10, 20)], partition=0, timestamp_ms=an_hour_ago)
+    produce(kafka_broker, topic, [(None, b"c20")], partition=0)
+    set_topic_config(kafka_broker, topic, {"retention.ms": str(30 * 60 * 1000)})  # the old segments expire
+    wait_for(lambda: low_watermark(kafka_broker, topic) == 20, "retention to delete offsets 0-19", 90)
+
+    with pytest.raises(DataLossError, match=r"offsets \[10, 20\) lost: retention"):
+        land_from_kafka(cf, tmp_path)
+    assert ranges(tmp_path, cf) == {(topic, 0): [(0, 10)]}
+
+    report = land_from_kafka(cf, tmp_path, allow_gap=True)
+    assert ranges(tmp_path, cf)[(topic, 0)] == [(0, 10), (10, 20), (20, 21)]
+    assert [(o, v) for o, _, v, _ in payload(tmp_path, cf, topic, 0)] == [(i, b"a%d" % i) for i in range(10)] + [
+        (20, b"c20")]
+    assert (report.data_loss[0].start, report.data_loss[0].end) == (10, 20)
+
+
+def wait_for(condition, what: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {timeout_s}s for {what}")
+        time.sleep(0.3)
+
+
+def first_offset(bootstrap: str, topic: str) -> int:
+    """The offset of the first record a consumer reading partition 0 from offset 0 gets."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_topic("peek"),
+                         "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        message = consumer.poll(5)
+        return -1 if message is None or message.error() else message.offset()
+    finally:
+        consumer.close()
+
+
+def low_watermark(bootstrap: str, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_topic("peek")})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)[0]
+    finally:
+        consumer.close()
+
+
+def set_topic_config(bootstrap: str, topic: str, config: dict[str, str]) -> None:
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    resource = ConfigResource("TOPIC", topic, incremental_configs=[
+        ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET) for key, value in config.items()])
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the answer came
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(timeout=15)
 
 
 def test_a_recreated_topic_is_refused_instead_of_relanding_old_offsets(kafka_broker, tmp_path):

@@ -36,6 +36,8 @@ DEFAULTS: dict[str, Any] = {
     # files and directories the lakehouse creates (landing zone, warehouse, SQLite catalog) get at most the
     # permissions this umask leaves, added to the process's own umask: "077" owner-only, "027" group-readable
     "storage": {"umask": "077"},
+    # the S3 API of an s3:// warehouse (object_storage.py); credentials from the AWS SDK chain (AWS_* env)
+    "s3": {"endpoint": "", "path_style_access": False, "region": "", "checksums": "when_supported"},
     "spark": {
         "master": "local[*]",
         "app_name": "ticdc-lakehouse",

@@ -19,6 +19,12 @@ from typing import TYPE_CHECKING, Optional
 
 from ticdc_lakehouse.config import Settings, is_secret_key, mask_uri_password
 from ticdc_lakehouse.jvm_archive import driver_java_options
+from ticdc_lakehouse.object_storage import (
+    aws_java_options,
+    iceberg_s3_properties,
+    is_object_storage,
+    pyiceberg_s3_properties,
+)
 from ticdc_lakehouse.permissions import HADOOP_UMASK_KEY, apply_umask, effective_umask
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -191,6 +197,12 @@ def spark_plan(settings: Settings, app_name: Optional[str] = None, *, catalog_ta
             # as soon as another connection wrote: every concurrent flush of a run on an existing lake failed that
             # way. A fresh file is safe (the probe finds nothing and finishes); an existing one skips the probe.
             conf[f"{prefix}.jdbc.init-catalog-tables"] = "false"
+    for key, value in iceberg_s3_properties(settings.warehouse, settings.raw).items():
+        conf[f"{prefix}.{key}"] = value
+    aws_options = aws_java_options(settings.warehouse, settings.raw)
+    if aws_options:
+        conf["spark.driver.extraJavaOptions"] += " " + aws_options
+        conf["spark.executor.extraJavaOptions"] += " " + aws_options
     if settings.catalog_user:
         conf[f"{prefix}.jdbc.user"] = settings.catalog_user
     if settings.catalog_password:
@@ -315,7 +327,11 @@ def pyiceberg_catalog(settings: Settings):
     """
     from pyiceberg.catalog.sql import SqlCatalog
 
-    return SqlCatalog(settings.catalog_name, uri=sqlalchemy_uri(settings), warehouse=Path(settings.warehouse).as_uri())
+    warehouse = settings.warehouse
+    if is_object_storage(warehouse):
+        return SqlCatalog(settings.catalog_name, uri=sqlalchemy_uri(settings), warehouse=warehouse,
+                          **pyiceberg_s3_properties(warehouse, settings.raw))
+    return SqlCatalog(settings.catalog_name, uri=sqlalchemy_uri(settings), warehouse=Path(warehouse).as_uri())
 
 
 def sqlalchemy_uri(settings: Settings) -> str:

@@ -367,8 +367,7 @@ class _RangeReader:
     consumer's; a partition is unassigned and its segment made durable as soon as its range is complete,
     independently of the others. Group offsets of durable segments are committed together, in one request every
     :data:`COMMIT_INTERVAL_S` and when the run ends, rather than one blocking round trip per partition in the
-    middle of the consume loop (noida-db, the test broker, even rewrites its whole data file after each commit:
-    seconds of CPU that used to land in the middle of the run). Memory stays bounded: each writer flushes row
+    middle of the consume loop. Memory stays bounded: each writer flushes row
     groups at a byte limit, at most a few row groups wait for the writer threads, and librdkafka's prefetch
     queue is capped by ``queued.max.messages.kbytes``.
     """

@@ -1,0 +1,110 @@
+"""The warehouse on object storage: Iceberg's S3FileIO against a real S3 API (moto's server, path-style requests),
+through the CLI's backfill and through a scheduled Airflow run, with the tables read back from the bucket."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.airflow_fixture import airflow_db, dag_bag  # noqa: F401  (fixture)
+from tests.broker_fixture import create_topic, kafka_broker, produce, unique_topic  # noqa: F401  (fixture)
+from tests.s3_fixture import s3_api  # noqa: F401  (fixture)
+
+ROOT = Path(__file__).resolve().parents[1]
+LAKEHOUSE = [sys.executable, "-m", "ticdc_lakehouse.cli"]
+
+
+def run(args: list[str], env: dict[str, str]) -> str:
+    result = subprocess.run(LAKEHOUSE + args, env=env, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, f"lakehouse {args[0]} failed ({result.returncode}):\n{result.stderr[-3000:]}"
+    return result.stdout
+
+
+def test_s3_settings_become_catalog_properties_for_spark_and_pyiceberg():
+    from ticdc_lakehouse.object_storage import aws_java_options, iceberg_s3_properties, pyiceberg_s3_properties
+
+    raw = {"s3": {"endpoint": "http://minio:9000", "path_style_access": True, "region": "eu-west-1",
+                  "checksums": "when_required"}}
+    assert iceberg_s3_properties("s3://b/w", raw) == {
+        "io-impl": "org.apache.iceberg.aws.s3.S3FileIO", "s3.endpoint": "http://minio:9000",
+        "s3.path-style-access": "true", "client.region": "eu-west-1"}
+    assert iceberg_s3_properties("/data/warehouse", raw) == {} and aws_java_options("hdfs://n/w", raw) == ""
+    assert "-Daws.requestChecksumCalculation=when_required" in aws_java_options("s3a://b/w", raw)
+    assert aws_java_options("s3://b/w", {"s3": {"checksums": "when_supported"}}) == ""
+    with pytest.raises(ValueError, match="s3.checksums = 'never': use one of when_supported, when_required"):
+        aws_java_options("s3://b/w", {"s3": {"checksums": "never"}})
+    assert pyiceberg_s3_properties("s3://b/w", raw, env={"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"}) == {
+        "s3.endpoint": "http://minio:9000", "s3.force-virtual-addressing": "false", "s3.region": "eu-west-1",
+        "s3.access-key-id": "k", "s3.secret-access-key": "s"}
+
+
+@pytest.mark.spark
+def test_a_backfill_keeps_every_table_file_in_the_bucket(s3_api, spark_session, tmp_path, monkeypatch):
+    from tests.test_dag_runs import lake_json
+    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.workload import Workload, write_to_archive
+
+    workload = Workload(seed=23, partitions=2)
+    workload.run_script(transactions=8)
+    write_to_archive(workload, tmp_path / "archive", "tidb-shop", "open")
+    bucket = s3_api.new_bucket()
+    deployment = {**s3_api.environment(f"s3://{bucket}/warehouse"), "LAKEHOUSE_HOME": str(tmp_path / "home"),
+                  "LAKEHOUSE__CATALOG__NAME": "lake_s3_backfill", "LAKEHOUSE_CONFIG": str(tmp_path / "none.toml")}
+    (tmp_path / "none.toml").write_text("")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LAKEHOUSE", "AWS_"))}
+
+    run(["backfill", "--archive", str(tmp_path / "archive"), "--protocol", "open"], {**env, **deployment})
+
+    for key, value in deployment.items():
+        monkeypatch.setenv(key, value)
+    s3_api.sign_in(spark_session)
+    cut = workload.global_resolved_ts()
+    assert lake_json(spark_session, load_settings(), workload, cut) == workload.expected_json(cut)
+    keys = s3_api.keys(bucket, "warehouse/")
+    for table in workload.state_at(cut).values():  # data and metadata of each table, under the warehouse prefix
+        prefix = f"warehouse/{table.schema}/{table.name}/"  # the JDBC catalog's default table location
+        assert any(k.startswith(prefix + "data/") and k.endswith(".parquet") for k in keys), (prefix, keys[:5])
+        assert any(k.startswith(prefix + "metadata/") and k.endswith(".metadata.json") for k in keys), prefix
+    assert not (tmp_path / "home" / "warehouse").exists()  # nothing went to the local default
+
+    from ticdc_lakehouse.spark_session import pyiceberg_catalog  # pyiceberg reads the bucket through pyarrow's S3
+
+    table = next(iter(workload.state_at(cut).values()))
+    rows = pyiceberg_catalog(load_settings()).load_table(f"{table.schema}.{table.name}").scan().to_arrow()
+    assert rows.num_rows == len(workload.expected_json(cut)[f"{table.schema}.{table.name}"])
+
+
+@pytest.mark.spark
+@pytest.mark.airflow
+def test_a_scheduled_run_lands_from_kafka_and_merges_into_the_bucket(
+        s3_api, kafka_broker, spark_session, airflow_db, tmp_path, monkeypatch):  # noqa: F811
+    from tests.test_dag_runs import deploy, lake_json as spark_lake_json, task_states
+    from ticdc_lakehouse.workload import Workload, encode_partitions
+
+    workload = Workload(seed=31, partitions=2)
+    workload.run_script(transactions=6)
+    topic = create_topic(kafka_broker, unique_topic("s3run"), partitions=2)
+    for partition, records in encode_partitions(workload.new_events(), "open").items():
+        produce(kafka_broker, topic, [(key, value, None, partition) for key, value, _h, _ts in records])
+    bucket = s3_api.new_bucket()
+    for key, value in s3_api.environment(f"s3://{bucket}/warehouse").items():
+        monkeypatch.setenv(key, value)
+    settings = deploy(tmp_path, monkeypatch, "lake_s3_scheduled", f"""
+        [changefeeds.shop]
+        protocol = "open"
+        topics = ["{topic}"]
+        bootstrap_servers = "{kafka_broker}"
+    """)
+    assert settings.warehouse == f"s3://{bucket}/warehouse"
+    s3_api.sign_in(spark_session)  # the merge runs in this process's Spark JVM
+
+    dagrun = dag_bag().dags["lakehouse_shop"].test()
+
+    assert task_states(dagrun) == {"land[0]": "success", "merge": "success", "publish": "success"}
+    cut = workload.global_resolved_ts()
+    assert spark_lake_json(spark_session, settings, workload, cut) == workload.expected_json(cut)
+    assert any(k.endswith(".parquet") and "/data/" in k for k in s3_api.keys(bucket, "warehouse/"))
