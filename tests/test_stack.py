@@ -102,30 +102,12 @@ def test_iceberg_table_lifecycle_on_the_jdbc_catalog(spark, settings):
     assert then.column("id").to_pylist() == [1, 2, 3]
 
 
-def test_an_existing_sqlite_catalog_file_is_opened_without_the_table_probe(tmp_path):
-    """Iceberg's table probe pins a connection when the tables exist (see ``spark_plan``): skipped then only."""
-    from ticdc_lakehouse.config import load_settings
-    from ticdc_lakehouse.spark_session import session_plan, sqlite_catalog_initialized
-
-    settings = load_settings(env={"LAKEHOUSE_HOME": str(tmp_path), "LAKEHOUSE_CONFIG": ""})
-    probe = f"spark.sql.catalog.{settings.catalog_name}.jdbc.init-catalog-tables"
-    assert not sqlite_catalog_initialized(settings)
-    assert probe not in session_plan(settings).conf
-    import sqlite3
-
-    with sqlite3.connect(tmp_path / "catalog.db") as db:
-        db.execute("CREATE TABLE iceberg_tables (catalog_name TEXT)")
-        assert not sqlite_catalog_initialized(settings)  # half a catalog: Iceberg creates the rest
-        db.execute("CREATE TABLE iceberg_namespace_properties (catalog_name TEXT)")
-    assert sqlite_catalog_initialized(settings)
-    assert session_plan(settings).conf[probe] == "false"
-
-
 @pytest.mark.spark
 def test_concurrent_commits_through_a_catalog_opened_on_an_existing_file(spark_session, tmp_path):
     """What every scheduled run after the first does: open the catalog file an earlier run created, then commit
     to several tables at once (the final flush). Branch, read the branch, append to it, fast-forward: each
-    thread must see its own commits and none may fail on a lock."""
+    thread must see its own commits and none may fail on a lock. (Iceberg 1.10.2's catalog probe pinned a
+    connection here unless skipped; 1.11.0 closes its ResultSet, and this runs without the skip.)"""
     import uuid
 
     from tests.lake_helpers import run_concurrently

@@ -127,11 +127,8 @@ class SparkPlan:
     secrets: dict[str, str] = field(default_factory=dict)
 
 
-def spark_plan(settings: Settings, app_name: Optional[str] = None, *, catalog_tables_exist: bool = False) -> SparkPlan:
-    """The session settings for this deployment; pure, so spark-submit and tests share it.
-
-    ``catalog_tables_exist``: the SQLite catalog file already holds Iceberg's tables
-    (:func:`sqlite_catalog_initialized`), so the catalog must not probe for them (see below)."""
+def spark_plan(settings: Settings, app_name: Optional[str] = None) -> SparkPlan:
+    """The session settings for this deployment; pure, so spark-submit and tests share it."""
     catalog = settings.catalog_name
     uri = settings.catalog_uri
     required = jdbc_driver_jar(uri)
@@ -189,14 +186,8 @@ def spark_plan(settings: Settings, app_name: Optional[str] = None, *, catalog_ta
         # file: wait for a lock instead of failing, and let readers run beside the writer.
         conf[f"{prefix}.jdbc.busy_timeout"] = "60000"
         conf[f"{prefix}.jdbc.journal_mode"] = "WAL"
-        if catalog_tables_exist:
-            # Iceberg 1.10.2's JdbcCatalog.initialize probes for its tables with DatabaseMetaData.getTables and
-            # never closes that ResultSet: when the tables exist, the probe stays on its first row and pins one
-            # pooled connection in a read transaction at that moment's snapshot. That connection then reads stale
-            # metadata (a branch just created "does not exist") and its commits fail with SQLITE_BUSY(_SNAPSHOT)
-            # as soon as another connection wrote: every concurrent flush of a run on an existing lake failed that
-            # way. A fresh file is safe (the probe finds nothing and finishes); an existing one skips the probe.
-            conf[f"{prefix}.jdbc.init-catalog-tables"] = "false"
+        # (Iceberg 1.10.2's catalog probe left a ResultSet open on an existing file, pinning a connection at an old
+        # snapshot: we skipped it with jdbc.init-catalog-tables=false. 1.11.0 closes it; the setting is gone.)
     for key, value in iceberg_s3_properties(settings.warehouse, settings.raw).items():
         conf[f"{prefix}.{key}"] = value
     aws_options = aws_java_options(settings.warehouse, settings.raw)
@@ -240,31 +231,9 @@ def apply_secrets(spark, plan: SparkPlan) -> None:
             spark.sparkContext._jsc.hadoopConfiguration().set(name, value)
 
 
-def sqlite_catalog_initialized(settings: Settings) -> bool:
-    """Whether the deployment's SQLite catalog file already holds both of Iceberg's JDBC catalog tables."""
-    uri = settings.catalog_uri
-    if not uri.startswith("jdbc:sqlite:"):
-        return False
-    path = Path(uri[len("jdbc:sqlite:"):].split("?", 1)[0])
-    if not path.is_file():
-        return False
-    import sqlite3
-
-    connection = sqlite3.connect(path, timeout=60)
-    try:
-        names = {row[0] for row in connection.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('iceberg_tables', "
-            "'iceberg_namespace_properties')")}
-    except sqlite3.DatabaseError:
-        return False  # not a catalog file at all: the catalog itself will say so
-    finally:
-        connection.close()
-    return len(names) == 2
-
-
 def session_plan(settings: Settings, app_name: Optional[str] = None) -> SparkPlan:
-    """:func:`spark_plan` for a session about to open the catalog now (it looks at the catalog file)."""
-    return spark_plan(settings, app_name, catalog_tables_exist=sqlite_catalog_initialized(settings))
+    """:func:`spark_plan` for a session about to open the catalog now."""
+    return spark_plan(settings, app_name)
 
 
 def get_spark(settings: Settings, app_name: Optional[str] = None) -> "SparkSession":
