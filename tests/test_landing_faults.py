@@ -103,6 +103,9 @@ def test_a_truncated_segment_is_moved_aside_landed_again_and_merged(spark_sessio
     assert reason in moved[0]["reason"] and "\n" not in moved[0]["reason"]
     assert Path(moved[0]["file"]).is_file() and bad.path.is_file()  # kept aside; the range landed again
     assert any(m.startswith("QUARANTINED landed segment") for m in messages)
+    from ticdc_lakehouse.summary import render_summary
+
+    assert f"QUARANTINED landed segment {topic}/0 offsets [{bad.start}, {bad.end}): {reason}" in render_summary(result)
     assert_lake_equals_upstream(spark_session, workload, workload.global_resolved_ts())
 
     text = render_status(collect_status(settings, CHANGEFEED, kafka=False, spark=spark_session))

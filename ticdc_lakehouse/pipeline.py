@@ -104,6 +104,7 @@ def backfill(settings: Settings, archive: Path, changefeed: Optional[str] = None
     cf = settings.changefeed(changefeed)
     if not Path(archive).is_dir():
         raise FileNotFoundError(f"archive directory {archive} does not exist")
+
     def land_archive():
         try:
             return land_from_archive(archive, settings.landing_path, cf.name,

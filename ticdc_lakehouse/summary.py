@@ -93,5 +93,11 @@ def render_summary(result: Mapping[str, Any]) -> str:
     for loss in landing.get("data_loss") or []:
         lines.append(f"DATA LOSS {loss.get('topic')}/{loss.get('partition')} offsets "
                      f"[{loss.get('start')}, {loss.get('end')}): {loss.get('reason')}")
+    for moved in merge.get("quarantined") or []:
+        lines.append(f"QUARANTINED landed segment {moved.get('topic')}/{moved.get('partition')} offsets "
+                     f"[{moved.get('start')}, {moved.get('end')}): {moved.get('reason')}; moved to {moved.get('file')}")
+    for key, ranges in (merge.get("missing") or {}).items():
+        lines.append(f"NOT LANDED {key} offsets " + ", ".join(f"[{a}, {b})" for a, b in ranges)
+                     + ": merged up to the first of them only (lakehouse status)")
     lines.append(phase_line(phases, total))
     return "\n".join(lines)
