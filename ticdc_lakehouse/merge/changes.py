@@ -97,6 +97,8 @@ def typed_value(values: str, named_enums: Column, column: TargetColumn) -> Colum
     if spark_type in ("date", "timestamp_ntz", "timestamp"):
         # MySQL zero dates have no calendar value: they become NULL, as every JDBC reader shows them.
         return F.when(raw.startswith("0000-00-00"), F.lit(None)).otherwise(raw).cast(spark_type)
+    # A strict cast on purpose: the session runs ANSI SQL, so a value that does not parse as the column's type
+    # fails the run loudly instead of becoming NULL (turning such values into dead letters is try_cast's job there)
     return raw.cast(spark_type)
 
 
