@@ -72,7 +72,8 @@ FIRST_RUN = [
     _ddl("prices", 150, "ALTER TABLE v.prices ADD COLUMN h INT NOT NULL DEFAULT 0x10, ADD COLUMN t TIME NOT NULL, "
          "ADD COLUMN s SET('a','b') NOT NULL, ADD COLUMN bb BIT(8) DEFAULT 7, "
          "ADD COLUMN vb VARBINARY(10) NOT NULL DEFAULT 'x', ADD COLUMN u VARCHAR(5) NOT NULL DEFAULT _utf8mb4'y', "
-         "ADD COLUMN k BIT(8) DEFAULT b'101', ADD COLUMN j JSON NOT NULL", "ADD_COLUMN"),
+         "ADD COLUMN k BIT(8) DEFAULT b'101', ADD COLUMN j JSON NOT NULL, "
+         "ADD COLUMN made DATETIME DEFAULT CURRENT_TIMESTAMP", "ADD_COLUMN"),
     ResolvedEvent(200, AT),
 ]
 SECOND_RUN = [
@@ -174,6 +175,15 @@ def test_added_not_null_columns_fill_existing_rows_as_tidb_does(lake):
     assert row["vb"] == "eA=="  # VARBINARY NOT NULL DEFAULT 'x' (binary as base64 in to_json)
     assert row["u"] == "y"  # _utf8mb4'y'
     assert row["j"] == "null"  # JSON NOT NULL: JSON null
+
+
+@pytest.mark.spark
+def test_an_expression_default_is_never_invented_and_status_names_it(lake):
+    """TiDB computed CURRENT_TIMESTAMP for the older rows when the DDL ran; no message carries that value, so the
+    lake holds NULL there and says so where a user looks, instead of a made-up time."""
+    assert lake["rows"]["prices"][0].get("made") is None
+    assert ("v.prices: column made was added with DEFAULT CURRENT_TIMESTAMP: rows older than that ADD COLUMN "
+            "hold NULL") in lake["status"]
 
 
 @pytest.mark.spark

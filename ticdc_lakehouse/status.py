@@ -310,8 +310,22 @@ def _table_row(ji, name: str, cut_snapshot: Optional[int], halted: bool) -> dict
         "delete_files": others,
         "format_version": format_version(jtable),
         "members_unknown": members_unknown(jtable),
+        "unknown_defaults": unknown_defaults(jtable),
     })
     return row
+
+
+def unknown_defaults(jtable) -> dict[str, str]:
+    """Columns added with an expression default (``CURRENT_TIMESTAMP``) -> that expression: their rows older than
+    the ADD COLUMN hold NULL in the lake where TiDB returns the value it computed when the DDL ran."""
+    from ticdc_lakehouse.iceberg.tables import UNKNOWN_DEFAULT_PROPERTY
+
+    names = {str(c.name()) for c in jtable.schema().columns()}
+    found = {}
+    for key, value in dict(jtable.properties()).items():
+        if key.startswith(UNKNOWN_DEFAULT_PROPERTY) and key[len(UNKNOWN_DEFAULT_PROPERTY):] in names:
+            found[key[len(UNKNOWN_DEFAULT_PROPERTY):]] = value
+    return found
 
 
 def members_unknown(jtable) -> list[str]:
@@ -602,6 +616,10 @@ def _render_changefeed(feed: Mapping[str, Any]) -> list[str]:
                 out.append(f"  {t['table']}: ENUM/SET column(s) {', '.join(t['members_unknown'])} typed from row "
                            "events hold member indexes/bitmasks, not names (lakehouse create-tables --ddl FILE "
                            "with the upstream's CREATE TABLE turns them into names)")
+            for column, expression in sorted((t.get("unknown_defaults") or {}).items()):
+                out.append(f"  {t['table']}: column {column} was added with DEFAULT {expression}: rows older than "
+                           "that ADD COLUMN hold NULL in the lake, where TiDB returns the value it computed when the "
+                           "DDL ran (no message carries it); fill them from upstream if you need them")
     if feed["halted"]:
         out.append(f"  halted tables ({len(feed['halted'])}):")
         for h in feed["halted"]:

@@ -20,6 +20,9 @@ if TYPE_CHECKING:  # pragma: no cover
 CHANGEFEED_PROPERTY = "tidb.changefeed"
 #: the snapshot summary entry telling where a table's definition came from (row-types, bootstrap, ddl-file)
 CREATED_FROM_PROPERTY = "tidb.created-from"
+#: prefix of the table properties naming columns whose older rows hold NULL where TiDB returns an expression
+#: default it evaluated when the column was added (``CURRENT_TIMESTAMP``): a value no message carries
+UNKNOWN_DEFAULT_PROPERTY = "lakehouse.unknown-default."
 UPSTREAM_NAME_PROPERTY = "tidb.upstream-name"
 
 _ICEBERG_TO_SPARK = {

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Iterable, Optional
 from ticdc_lakehouse import ddl_parse as dp
 from ticdc_lakehouse.events_arrow import table_schema_from_json
 from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY
-from ticdc_lakehouse.iceberg.tables import CREATED_FROM_PROPERTY
+from ticdc_lakehouse.iceberg.tables import CREATED_FROM_PROPERTY, UNKNOWN_DEFAULT_PROPERTY
 from ticdc_lakehouse.merge.plan import DDLRecord, table_key
 from ticdc_lakehouse.mysql_types import column_doc, iceberg_type, parse_type, widening
 from ticdc_lakehouse.values import to_bytes
@@ -396,6 +396,20 @@ def default_fill(mysql, column) -> Optional[str]:
     return f"CAST({sql_string(value)} AS {spark_type})"
 
 
+def unknown_default(mysql, column) -> Optional[str]:
+    """The expression default (``CURRENT_TIMESTAMP``, ``(uuid())``) of an added column, whose value TiDB computed
+    for the existing rows when the DDL ran and no message carries; None for any other default."""
+    from ticdc_lakehouse.column_defaults import UnknownDefault, existing_row_value
+
+    try:
+        existing_row_value(mysql, column.default, column.nullable)
+    except UnknownDefault:
+        return str(column.default)
+    except ValueError:
+        return None  # a literal default_fill refuses (the table halts there)
+    return None
+
+
 def _descriptor(column) -> str:
     """A MySQL descriptor for a lake column (its recorded one, else the closest to its Iceberg type)."""
     if column.mysql_type:
@@ -431,6 +445,9 @@ def _schema_change(ctx: "RunContext", tx, target, change) -> Optional[tuple[str,
             update = update.moveAfter(column.name, change.after)
         update.commit()
         target.columns.append(TargetColumn(column.name, iceberg_type(mysql), mysql.descriptor()))
+        expression = unknown_default(mysql, column)
+        if expression is not None:  # said where a user looks (lakehouse status), not only in the run's log
+            tx.updateProperties().set(UNKNOWN_DEFAULT_PROPERTY + column.name, expression).commit()
         return (column.name, fill) if fill else None
     elif isinstance(change, dp.DropColumn):
         existing = target.column(change.name)
