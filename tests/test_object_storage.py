@@ -108,3 +108,52 @@ def test_a_scheduled_run_lands_from_kafka_and_merges_into_the_bucket(
     cut = workload.global_resolved_ts()
     assert spark_lake_json(spark_session, settings, workload, cut) == workload.expected_json(cut)
     assert any(k.endswith(".parquet") and "/data/" in k for k in s3_api.keys(bucket, "warehouse/"))
+
+
+@pytest.mark.spark
+def test_a_backfill_with_the_landing_zone_in_the_bucket_too(s3_api, spark_session, tmp_path, monkeypatch):
+    """``landing.path = s3://...``: segments land as objects (pyarrow's S3 filesystem), the merge reads them from
+    there in the executors, and a second backfill of the grown archive lands and merges only what is new."""
+    from tests.test_dag_runs import lake_json
+    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.landing.segments import list_segments
+    from ticdc_lakehouse.spark_session import pyiceberg_catalog
+    from ticdc_lakehouse.workload import Workload, write_to_archive
+
+    workload = Workload(seed=29, partitions=2)
+    workload.run_script(transactions=8)
+    write_to_archive(workload, tmp_path / "archive", "tidb-shop", "open")
+    bucket = s3_api.new_bucket()
+    deployment = {**s3_api.environment(f"s3://{bucket}/warehouse"), "LAKEHOUSE_HOME": str(tmp_path / "home"),
+                  "LAKEHOUSE_LANDING": f"s3://{bucket}/landing", "LAKEHOUSE__CATALOG__NAME": "lake_s3_landing",
+                  "LAKEHOUSE_CONFIG": str(tmp_path / "none.toml")}
+    (tmp_path / "none.toml").write_text("")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LAKEHOUSE", "AWS_"))}
+    for key, value in deployment.items():
+        monkeypatch.setenv(key, value)
+    s3_api.sign_in(spark_session)
+
+    def backfill_and_check() -> list[str]:
+        run(["backfill", "--archive", str(tmp_path / "archive"), "--protocol", "open"], {**env, **deployment})
+        cut = workload.global_resolved_ts()
+        assert lake_json(spark_session, load_settings(), workload, cut) == workload.expected_json(cut)
+        catalog = pyiceberg_catalog(load_settings())  # pyiceberg reads the same tables from the bucket
+        for name, rows in workload.expected_json(cut).items():
+            assert catalog.load_table(name).scan().to_arrow().num_rows == len(rows), name
+        return s3_api.keys(bucket, "landing/")
+
+    first = backfill_and_check()
+    segments = [k for k in first if k.endswith(".parquet")]
+    assert {k.rsplit("/", 2)[-2] for k in segments} == {"0", "1"}, first  # one object per segment, per partition
+    assert all(k.startswith("landing/default/tidb-shop/") for k in segments), first
+    assert "landing/default/tidb-shop/_partitions.json" in first
+    assert not any("/." in k or k.endswith(".tmp") for k in first)  # whole objects: no temp names
+    assert not (tmp_path / "home" / "landing").exists()  # nothing went to the local default
+    landed = list_segments(load_settings().landing_path, "default")
+    assert sorted(str(s.path) for items in landed.values() for s in items) == [f"s3://{bucket}/{k}" for k in segments]
+
+    workload.run_script(transactions=6, with_ddl=False)  # the archive grows: the second backfill lands only the new offsets
+    write_to_archive(workload, tmp_path / "archive", "tidb-shop", "open")
+    second = backfill_and_check()
+    assert set(segments) < set(second) and len([k for k in second if k.endswith(".parquet")]) > len(segments)
+    assert not (tmp_path / "home" / "landing").exists()

@@ -81,7 +81,8 @@ def check_storage(settings: Settings) -> None:
     warehouse = local_path(settings.warehouse)
     if warehouse is not None:
         check_writable(warehouse, "warehouse", "catalog.warehouse (LAKEHOUSE_WAREHOUSE)")
-    check_writable(settings.landing_path, "landing zone", "landing.path (LAKEHOUSE_LANDING)")
+    if isinstance(settings.landing_path, Path):
+        check_writable(settings.landing_path, "landing zone", "landing.path (LAKEHOUSE_LANDING)")
 
 
 def bootstrap_addresses(servers: str) -> list[tuple[str, int]]:
