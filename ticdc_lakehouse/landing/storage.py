@@ -201,7 +201,8 @@ class S3Storage:
             settings["scheme"] = scheme or "https"
         if options.region:
             settings["region"] = options.region
-        settings["force_virtual_addressing"] = not options.path_style and not options.endpoint
+        # as Iceberg's S3FileIO: bucket.host unless path-style (pyarrow's default is path-style with an endpoint)
+        settings["force_virtual_addressing"] = bool(options.endpoint) and not options.path_style
         self.options = options
         self.fs = fs.S3FileSystem(**settings)
 
