@@ -97,7 +97,6 @@ class LandingStorage(Protocol):
     """What the landing layout needs of a filesystem."""
 
     def list(self, directory: Location) -> list[tuple[str, bool]]: ...  # (name, is a directory), any order
-    def is_dir(self, directory: Location) -> bool: ...
     def exists(self, path: Location) -> bool: ...
     def read(self, path: Location) -> bytes: ...
     def write_whole(self, path: Location, data: bytes) -> None: ...  # readers see old or new, never torn
@@ -128,9 +127,6 @@ class LocalStorage:
         if not directory.is_dir():
             return []
         return [(entry.name, entry.is_dir()) for entry in directory.iterdir()]
-
-    def is_dir(self, directory: Path) -> bool:
-        return directory.is_dir()
 
     def exists(self, path: Path) -> bool:
         return path.is_file()
@@ -214,11 +210,6 @@ class S3Storage:
 
         infos = self.fs.get_file_info(fs.FileSelector(directory.key, allow_not_found=True))
         return [(info.base_name, info.type == fs.FileType.Directory) for info in infos]
-
-    def is_dir(self, directory: ObjectPath) -> bool:
-        from pyarrow import fs
-
-        return self._info(directory).type == fs.FileType.Directory
 
     def exists(self, path: ObjectPath) -> bool:
         from pyarrow import fs
