@@ -215,3 +215,17 @@ def test_the_landing_layout_on_s3_segments_quarantine_data_loss_and_lock(s3_api,
             with landing_lock(root, "cf"):
                 pass
     assert not (tmp_path / "home" / "landing").exists()
+
+
+def test_a_landing_bucket_that_does_not_exist_is_one_line_before_anything_lands(s3_api, tmp_path):
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("LAKEHOUSE", "AWS_"))},
+           **s3_api.environment(str(tmp_path / "warehouse")), "LAKEHOUSE_HOME": str(tmp_path / "home"),
+           "LAKEHOUSE_LANDING": "s3://no-such-bucket-here/landing", "LAKEHOUSE_CONFIG": str(tmp_path / "none.toml")}
+    (tmp_path / "none.toml").write_text("")
+    (tmp_path / "archive").mkdir()
+    result = subprocess.run(LAKEHOUSE + ["backfill", "--archive", str(tmp_path / "archive"), "--protocol", "open"],
+                            env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: landing zone: cannot use s3://no-such-bucket-here/landing (bucket 'no-such-bucket-here' does not "
+        "exist); fix landing.path (LAKEHOUSE_LANDING), the [s3] settings or the AWS credentials")

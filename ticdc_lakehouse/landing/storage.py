@@ -266,6 +266,19 @@ class S3Storage:
         return path
 
 
+def bucket_problem(root: ObjectPath) -> Optional[str]:
+    """Why the bucket of an ``s3://`` landing zone cannot be used (missing, unreachable, refused), None when it can."""
+    from pyarrow import fs
+
+    bucket = root.key.split("/", 1)[0]
+    try:
+        if _s3(root.options).fs.get_file_info(bucket).type == fs.FileType.NotFound:
+            return f"bucket {bucket!r} does not exist"
+    except OSError as exc:
+        return str(exc).splitlines()[0][:200]
+    return None
+
+
 _LOCAL = LocalStorage()
 
 
