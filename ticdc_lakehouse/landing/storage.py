@@ -15,10 +15,11 @@ its I/O through :func:`storage_of`, so the choice of filesystem is made here onl
   never a partial object. S3 has no directories: a "directory" is a key prefix that has objects under it.
 
 Locks stay local: S3 has no lock primitive, so the landing lock of an ``s3://`` landing zone is the same ``flock``
-on a file under ``LAKEHOUSE_HOME/locks/landing/`` (:meth:`S3Storage.lock_dir`). It keeps two landing runs of one
-changefeed apart on one host, which is how landing is scheduled (one Airflow deployment per changefeed, its land
-tasks one per changefeed at a time); the catalog lock the merge takes would serialize landing behind merges, which
-run concurrently with landing by design.
+on a file under ``LAKEHOUSE_HOME/locks/landing/`` (:meth:`S3Storage.lock_dir`), with the kernel's release on a
+crash that a lock object in a bucket would lack. It keeps landing runs of one changefeed apart on one host, so a
+changefeed's landing must be scheduled on one host (as with a local landing zone). The catalog lock would hold
+across hosts, but it is the merge's: landing would wait for every merge and maintenance run of the changefeed,
+and a merge for a landing run.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Decode landed segments in Spark executors.
 
 Landed Parquet files are read by Spark (segments on S3: by pyarrow in the executors, :func:`object_records`) and
-decoded with ``mapInArrow``, so decoding scales with the executors and
-no message ever passes through the driver. Each task builds its decoder once and streams record batches, and
+decoded with ``mapInArrow``, so decoding scales with the executors and no message ever passes through the driver. Each task builds its decoder once and streams record batches, and
 folds the planner's aggregates over its events on the way (``staged_stats``), handed over by an accumulator.
 """
 
