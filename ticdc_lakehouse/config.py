@@ -16,9 +16,12 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from ticdc_lakehouse.decode.large_messages import LargeMessageOptions
+
+if TYPE_CHECKING:
+    from ticdc_lakehouse.landing.storage import Location
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -165,8 +168,11 @@ class Settings:
         return self.raw["catalog"]["warehouse"] or str(self.home / "warehouse")
 
     @property
-    def landing_path(self) -> Path:
-        return Path(self.raw["landing"]["path"] or self.home / "landing")
+    def landing_path(self) -> "Location":
+        """A local path, or an ``ObjectPath`` for ``s3://bucket/prefix`` (with the ``[s3]`` settings)."""
+        from ticdc_lakehouse.landing.storage import landing_location  # here: landing imports this module
+
+        return landing_location(str(self.raw["landing"]["path"] or self.home / "landing"), self.raw, self.home)
 
     @property
     def spark(self) -> Mapping[str, Any]:

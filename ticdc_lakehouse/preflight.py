@@ -81,7 +81,16 @@ def check_storage(settings: Settings) -> None:
     warehouse = local_path(settings.warehouse)
     if warehouse is not None:
         check_writable(warehouse, "warehouse", "catalog.warehouse (LAKEHOUSE_WAREHOUSE)")
-    check_writable(settings.landing_path, "landing zone", "landing.path (LAKEHOUSE_LANDING)")
+    landing = settings.landing_path
+    if isinstance(landing, Path):
+        check_writable(landing, "landing zone", "landing.path (LAKEHOUSE_LANDING)")
+    else:
+        from ticdc_lakehouse.landing.storage import bucket_problem
+
+        problem = bucket_problem(landing)
+        if problem:
+            raise PreflightError(f"landing zone: cannot use {landing} ({problem}); fix landing.path "
+                                 f"(LAKEHOUSE_LANDING), the [s3] settings or the AWS credentials")
 
 
 def bootstrap_addresses(servers: str) -> list[tuple[str, int]]:

@@ -194,6 +194,7 @@ def landed_view(landing_root: Path, changefeed: str) -> LandedView:
         list_segments,
         topic_dir,
     )
+    from ticdc_lakehouse.landing.storage import storage_of
 
     segments = list_segments(landing_root, changefeed)
     topics = landed_topics(landing_root, changefeed)
@@ -208,9 +209,9 @@ def landed_view(landing_root: Path, changefeed: str) -> LandedView:
     losses: list[dict[str, Any]] = []
     for topic in topics:
         path = topic_dir(landing_root, changefeed, topic) / DATA_LOSS_FILE
-        if path.is_file():
+        if storage_of(path).exists(path):
             try:
-                entries = json.loads(path.read_text())
+                entries = json.loads(storage_of(path).read(path))
             except (OSError, ValueError) as exc:
                 problems.append(f"{topic}: unreadable {DATA_LOSS_FILE}: {exc}")
                 continue
@@ -409,11 +410,12 @@ def lake_view(spark, ji, catalog: str, changefeed: str, control_ready: bool, own
 # -- assembling ---------------------------------------------------------------------------------------------
 def changefeed_names(settings: Settings, landing_root: Path, with_checkpoints: Sequence[str] = ()) -> list[str]:
     """Configured changefeeds (``default`` when none), plus any with landed data or checkpoints."""
+    from ticdc_lakehouse.landing.storage import storage_of
+
     names = list(settings.changefeeds) or ["default"]
-    if landing_root.is_dir():
-        for path in sorted(landing_root.iterdir()):
-            if path.is_dir() and not path.name.startswith((".", "_")) and path.name not in names:
-                names.append(path.name)
+    for name, is_dir in sorted(storage_of(landing_root).list(landing_root)):
+        if is_dir and not name.startswith((".", "_")) and name not in names:
+            names.append(name)
     names += [n for n in with_checkpoints if n not in names]
     return names
 

@@ -74,7 +74,8 @@ def operator_lineage(settings, changefeed: str, topics: Iterable[str], tables: I
     inputs = [Dataset(namespace=kafka_namespace(cf.bootstrap_servers), name=topic) for topic in topics]
     outputs = []
     if landing:
-        outputs.append(Dataset(namespace="file", name=str(settings.landing_path / cf.name)))
+        namespace, name = warehouse_dataset_id(str(settings.landing_path), cf.name)  # a local path or s3://
+        outputs.append(Dataset(namespace=namespace, name=name))
     for table in tables:
         namespace, name = warehouse_dataset_id(settings.warehouse, table)
         symlink = SymlinksDatasetFacet(identifiers=[Identifier(namespace=f"iceberg://{settings.catalog_name}",

@@ -30,6 +30,7 @@ from .errors import ArchiveCorruptError, DataLossError, LandingError
 from .lock import landing_lock
 from .progress import DataLoss, LandingReport, PartitionLanding, ProgressFn, notify
 from .quarantine import mark_relanded, missing_ranges, quarantined_ranges
+from .storage import landing_location
 from .segments import SegmentWriter, clean_temp_files, landed_end, partition_segments, write_partition_count
 
 log = logging.getLogger("ticdc_lakehouse.landing.archive")
@@ -269,7 +270,7 @@ def land_from_archive(
     landing, accept that the archive starts after the landed end. Raises :class:`ArchiveCorruptError` (after
     landing everything readable, in every partition) when a batch is damaged.
     """
-    archive_dir, landing_root = Path(archive_dir), Path(landing_root)
+    archive_dir, landing_root = Path(archive_dir), landing_location(landing_root)
     began = time.monotonic()
     report = LandingReport(changefeed_name, f"archive:{archive_dir}")
     layout = scan_archive(archive_dir, topics)

@@ -35,6 +35,7 @@ from .errors import DataLossError, LandingError, LandingTimeoutError
 from .lock import landing_lock
 from .progress import DataLoss, LandingReport, PartitionLanding, ProgressFn, notify
 from .quarantine import mark_relanded, missing_ranges, quarantined_ranges
+from .storage import landing_location, storage_of
 from .segments import (
     BackgroundWrites,
     SegmentWriter,
@@ -197,7 +198,7 @@ def _record_data_loss(landing_root: Path, changefeed: str, loss: DataLoss, accep
     """Append the loss to ``{topic}/_data_loss.json`` so it stays visible next to the data (once per range and
     verdict: a loss not accepted is found again by every run until it is)."""
     path = topic_dir(landing_root, changefeed, loss.topic) / DATA_LOSS_FILE
-    entries = json.loads(path.read_text()) if path.is_file() else []
+    entries = json.loads(storage_of(path).read(path)) if storage_of(path).exists(path) else []
     if any((e.get("partition"), e.get("start"), e.get("end"), e.get("accepted", True))
            == (loss.partition, loss.start, loss.end, accepted) for e in entries):
         return
@@ -565,7 +566,7 @@ def land_from_kafka(
     ``parallel``: how many partitions are read at once (each buffers up to one row group).
     Raises :class:`LandingError` subclasses; each carries the report of what did land.
     """
-    landing_root = Path(landing_root)
+    landing_root = landing_location(landing_root)
     began = time.monotonic()
     report = LandingReport(changefeed.name, f"kafka:{changefeed.bootstrap_servers}")
     topics = list(topics or changefeed.topics)

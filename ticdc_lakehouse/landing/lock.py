@@ -2,7 +2,8 @@
 
 Two concurrent runs would both start at the same landed end and write overlapping segments (and one would delete
 the other's temp file as crash debris). An advisory ``flock`` on ``{changefeed}/.landing.lock`` prevents that; the
-kernel releases it when the process dies, so a crash never leaves a stale lock behind.
+kernel releases it when the process dies, so a crash never leaves a stale lock behind. An ``s3://`` landing zone
+keeps the lock file local, under ``LAKEHOUSE_HOME/locks/landing/`` (why: :mod:`.storage`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Iterator
 
 from .segments import changefeed_dir
+from .storage import storage_of
 
 LOCK_NAME = ".landing.lock"
 
@@ -25,8 +27,7 @@ class LandingBusyError(RuntimeError):
 @contextmanager
 def landing_lock(landing_root: Path | str, changefeed: str) -> Iterator[Path]:
     directory = changefeed_dir(landing_root, changefeed)
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / LOCK_NAME
+    path = storage_of(directory).lock_dir(directory) / LOCK_NAME
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:

@@ -15,16 +15,15 @@ landed again.
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 from typing import Iterable, Mapping, Optional, Sequence
 
 import pyarrow.parquet as pq
 
-from .segments import LANDED_SCHEMA, Segment, changefeed_dir, fsync_dir, partition_segments, write_atomically
+from .segments import LANDED_SCHEMA, Segment, changefeed_dir, partition_segments, write_atomically
+from .storage import Location, storage_of
 
 QUARANTINE_DIR = "_quarantine"
 QUARANTINE_FILE = "_quarantine.json"
@@ -52,10 +51,11 @@ class Quarantined:
 
 def segment_problem(segment: Segment) -> Optional[str]:
     """Why the landed file cannot be what its name says, None when it looks whole (reads only its footer)."""
+    storage = storage_of(segment.path)
     try:
-        metadata = pq.ParquetFile(segment.path).metadata
+        metadata = pq.ParquetFile(storage.open_input(segment.path)).metadata
     except Exception as exc:  # noqa: BLE001 - pyarrow raises ArrowInvalid, OSError, ...: all mean unreadable
-        size = segment.path.stat().st_size if segment.path.exists() else 0
+        size = storage.size(segment.path)
         return f"unreadable Parquet file ({size} bytes: {str(exc).splitlines()[0][:160]})"
     names = metadata.schema.to_arrow_schema().names
     if names != LANDED_SCHEMA.names:
@@ -64,7 +64,7 @@ def segment_problem(segment: Segment) -> Optional[str]:
     if rows > segment.end - segment.start:
         return f"{rows} records in a file named for {segment.end - segment.start} offsets"
     column = metadata.schema.names.index("offset")  # leaf columns: the headers' key and value come last
-    size = segment.path.stat().st_size
+    size = storage.size(segment.path)
     for index in range(metadata.num_row_groups):
         chunk = metadata.row_group(index).column(column)
         if chunk.file_offset > size or chunk.data_page_offset + chunk.total_compressed_size > size:
@@ -75,27 +75,24 @@ def segment_problem(segment: Segment) -> Optional[str]:
     return None
 
 
-def quarantine_path(landing_root: Path | str, changefeed: str) -> Path:
+def quarantine_path(landing_root: Location | str, changefeed: str) -> Location:
     return changefeed_dir(landing_root, changefeed) / QUARANTINE_FILE
 
 
-def read_quarantined(landing_root: Path | str, changefeed: str) -> list[Quarantined]:
+def read_quarantined(landing_root: Location | str, changefeed: str) -> list[Quarantined]:
     """Every segment ever moved aside for the changefeed, oldest first."""
     path = quarantine_path(landing_root, changefeed)
-    if not path.is_file():
+    if not storage_of(path).exists(path):
         return []
-    return [Quarantined(**entry) for entry in json.loads(path.read_text())]
+    return [Quarantined(**entry) for entry in json.loads(storage_of(path).read(path))]
 
 
-def quarantine(landing_root: Path | str, changefeed: str, segment: Segment, reason: str) -> Quarantined:
+def quarantine(landing_root: Location | str, changefeed: str, segment: Segment, reason: str) -> Quarantined:
     """Move ``segment`` aside and record it; its offsets become missing until landed again."""
     now = int(time.time() * 1000)
     directory = changefeed_dir(landing_root, changefeed) / QUARANTINE_DIR / segment.topic / str(segment.partition)
-    directory.mkdir(parents=True, exist_ok=True)
     target = directory / f"{segment.path.name}.{now}"
-    os.replace(segment.path, target)
-    fsync_dir(directory)
-    fsync_dir(segment.path.parent)
+    storage_of(target).move(segment.path, target)
     entry = Quarantined(segment.topic, segment.partition, segment.start, segment.end, str(target), reason, now)
     entries = [asdict(q) for q in read_quarantined(landing_root, changefeed)] + [asdict(entry)]
     write_atomically(quarantine_path(landing_root, changefeed), json.dumps(entries, indent=1).encode())
@@ -146,7 +143,7 @@ class LandedCheck:
     missing: dict[PartitionKey, list[tuple[int, int]]]  # what the merge waits for, per partition
 
 
-def quarantined_ranges(landing_root: Path | str, changefeed: str) -> dict[PartitionKey, list[tuple[int, int]]]:
+def quarantined_ranges(landing_root: Location | str, changefeed: str) -> dict[PartitionKey, list[tuple[int, int]]]:
     """The quarantined ranges not landed again yet, per partition."""
     ranges: dict[PartitionKey, list[tuple[int, int]]] = {}
     for entry in read_quarantined(landing_root, changefeed):
@@ -155,7 +152,7 @@ def quarantined_ranges(landing_root: Path | str, changefeed: str) -> dict[Partit
     return ranges
 
 
-def mark_relanded(landing_root: Path | str, changefeed: str) -> list[Quarantined]:
+def mark_relanded(landing_root: Location | str, changefeed: str) -> list[Quarantined]:
     """Record which quarantined ranges a landing run filled (call it holding the landing lock); returns them.
 
     Once recorded, a range is no longer a hole even after landing retention deletes the segments over it."""
@@ -174,7 +171,7 @@ def mark_relanded(landing_root: Path | str, changefeed: str) -> list[Quarantined
     return done
 
 
-def check_landed(landing_root: Path | str, changefeed: str, segments: Mapping[PartitionKey, Sequence[Segment]],
+def check_landed(landing_root: Location | str, changefeed: str, segments: Mapping[PartitionKey, Sequence[Segment]],
                  restart: Mapping[PartitionKey, int]) -> LandedCheck:
     """Check every segment a merge would read (ending after the partition's restart offset), quarantine the bad
     ones, and cut each partition at its first missing range."""

@@ -18,10 +18,10 @@ segments after the last one.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from .segments import Segment, list_segments
+from .storage import Location, storage_of
 
 PartitionKey = tuple[str, int]
 
@@ -42,13 +42,13 @@ def plan_landing_retention(segments: Mapping[PartitionKey, Sequence[Segment]], r
     return doomed
 
 
-def apply_landing_retention(landing_root: Path, changefeed: str, restart: Mapping[PartitionKey, int],
+def apply_landing_retention(landing_root: Location, changefeed: str, restart: Mapping[PartitionKey, int],
                             older_than_s: float, dry_run: bool) -> dict[str, Any]:
     """Delete (or, dry, list) the segments ``plan_landing_retention`` allows; returns what went and its size."""
     doomed = plan_landing_retention(list_segments(landing_root, changefeed), restart, older_than_s,
-                                    lambda segment: segment.path.stat().st_mtime)
-    size = sum(segment.path.stat().st_size for segment in doomed)
+                                    lambda segment: storage_of(segment.path).mtime(segment.path))
+    size = sum(storage_of(segment.path).size(segment.path) for segment in doomed)
     if not dry_run:
         for segment in doomed:
-            segment.path.unlink(missing_ok=True)
+            storage_of(segment.path).delete(segment.path)
     return {"segments": [str(segment.path) for segment in doomed], "bytes": size, "dry_run": dry_run}

@@ -13,9 +13,11 @@ ended, so "what has landed" is simply the last segment's ``end`` and a rerun can
 range that holds no records (compacted away, transaction markers) still gets a zero-row file, otherwise the next
 segment would look like it follows a gap.
 
-Files are written to ``.{name}.tmp`` beside the final name, fsynced, renamed with ``os.replace`` and the directory
-fsynced: a reader sees a whole segment or none, and a crash leaves only a temp file that the next run deletes.
-Names starting with ``.`` or ``_`` are never segments.
+The landing root is a local path or ``s3://bucket/prefix``; every read and write goes through :mod:`.storage`. Locally
+files are written to ``.{name}.tmp`` beside the final name, fsynced, renamed with ``os.replace`` and the directory
+fsynced; on S3 each segment is uploaded whole under its final name. Either way a reader sees a whole segment or
+none, and a crash leaves only a temp file that the next run deletes. Names starting with ``.`` or ``_`` are never
+segments.
 """
 
 from __future__ import annotations
@@ -26,13 +28,12 @@ import re
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ticdc_lakehouse.faults import fault_point
+from .storage import TMP_SUFFIX, Location, fsync_dir, landing_location, storage_of  # noqa: F401  (re-exported)
 
 #: the schema of every landed segment
 LANDED_SCHEMA = pa.schema(
@@ -56,7 +57,6 @@ LANDED_SPARK_SCHEMA = ("topic string, partition int, offset bigint, timestamp bi
 
 PARTITIONS_FILE = "_partitions.json"
 SEGMENT_SUFFIX = ".parquet"
-TMP_SUFFIX = ".tmp"
 _SEGMENT_NAME = re.compile(r"^(\d{20})-(\d{20})\.parquet$")
 
 #: flush a row group after this many records or this many payload bytes, whichever comes first: bounds memory
@@ -73,18 +73,18 @@ class Segment:
     partition: int
     start: int
     end: int
-    path: Path
+    path: Location
 
 
-def changefeed_dir(landing_root: Path | str, changefeed: str) -> Path:
-    return Path(landing_root) / changefeed
+def changefeed_dir(landing_root: Location | str, changefeed: str) -> Location:
+    return landing_location(landing_root) / changefeed
 
 
-def topic_dir(landing_root: Path | str, changefeed: str, topic: str) -> Path:
+def topic_dir(landing_root: Location | str, changefeed: str, topic: str) -> Location:
     return changefeed_dir(landing_root, changefeed) / topic
 
 
-def partition_dir(landing_root: Path | str, changefeed: str, topic: str, partition: int) -> Path:
+def partition_dir(landing_root: Location | str, changefeed: str, topic: str, partition: int) -> Location:
     return topic_dir(landing_root, changefeed, topic) / str(int(partition))
 
 
@@ -95,7 +95,8 @@ def segment_name(start: int, end: int) -> str:
     return f"{start:020d}-{end:020d}{SEGMENT_SUFFIX}"
 
 
-def segment_path(landing_root: Path | str, changefeed: str, topic: str, partition: int, start: int, end: int) -> Path:
+def segment_path(landing_root: Location | str, changefeed: str, topic: str, partition: int, start: int,
+                 end: int) -> Location:
     """Where the segment holding offsets ``[start, end)`` of ``topic``/``partition`` lives."""
     return partition_dir(landing_root, changefeed, topic, partition) / segment_name(start, end)
 
@@ -108,47 +109,41 @@ def parse_segment_name(name: str) -> Optional[tuple[int, int]]:
     return int(match.group(1)), int(match.group(2))
 
 
-def _is_partition_dir(path: Path) -> bool:
-    return path.is_dir() and path.name.isdigit()
+def _partition_names(directory: Location) -> list[str]:
+    return [name for name, is_dir in storage_of(directory).list(directory) if is_dir and name.isdigit()]
 
 
-def _is_topic_dir(path: Path) -> bool:
-    return path.is_dir() and not path.name.startswith((".", "_"))
+def _topic_names(directory: Location) -> list[str]:
+    return sorted(name for name, is_dir in storage_of(directory).list(directory)
+                  if is_dir and not name.startswith((".", "_")))
 
 
-def partition_segments(landing_root: Path | str, changefeed: str, topic: str, partition: int) -> list[Segment]:
+def partition_segments(landing_root: Location | str, changefeed: str, topic: str, partition: int) -> list[Segment]:
     """The segments of one partition, ordered by start offset."""
     directory = partition_dir(landing_root, changefeed, topic, partition)
-    if not directory.is_dir():
-        return []
     found = []
-    for entry in directory.iterdir():
-        parsed = parse_segment_name(entry.name)
+    for name, is_dir in storage_of(directory).list(directory):
+        parsed = None if is_dir else parse_segment_name(name)
         if parsed is not None:
-            found.append(Segment(topic, int(partition), parsed[0], parsed[1], entry))
+            found.append(Segment(topic, int(partition), parsed[0], parsed[1], directory / name))
     return sorted(found, key=lambda s: (s.start, s.end))
 
 
-def list_segments(landing_root: Path | str, changefeed: str) -> dict[tuple[str, int], list[Segment]]:
+def list_segments(landing_root: Location | str, changefeed: str) -> dict[tuple[str, int], list[Segment]]:
     """Every landed segment of a changefeed, by ``(topic, partition)``, each list ordered by start offset."""
     root = changefeed_dir(landing_root, changefeed)
     result: dict[tuple[str, int], list[Segment]] = {}
-    if not root.is_dir():
-        return result
-    for tdir in sorted(p for p in root.iterdir() if _is_topic_dir(p)):
-        for pdir in sorted((p for p in tdir.iterdir() if _is_partition_dir(p)), key=lambda p: int(p.name)):
-            segments = partition_segments(landing_root, changefeed, tdir.name, int(pdir.name))
+    for topic in _topic_names(root):
+        for partition in sorted(int(p) for p in _partition_names(root / topic)):
+            segments = partition_segments(landing_root, changefeed, topic, partition)
             if segments:
-                result[(tdir.name, int(pdir.name))] = segments
+                result[(topic, partition)] = segments
     return result
 
 
-def landed_topics(landing_root: Path | str, changefeed: str) -> list[str]:
+def landed_topics(landing_root: Location | str, changefeed: str) -> list[str]:
     """Topics that have a directory (segments or a partitions file) under the changefeed."""
-    root = changefeed_dir(landing_root, changefeed)
-    if not root.is_dir():
-        return []
-    return sorted(p.name for p in root.iterdir() if _is_topic_dir(p))
+    return _topic_names(changefeed_dir(landing_root, changefeed))
 
 
 def segments_end(segments: Sequence[Segment]) -> Optional[int]:
@@ -156,7 +151,7 @@ def segments_end(segments: Sequence[Segment]) -> Optional[int]:
     return max((s.end for s in segments), default=None)
 
 
-def landed_end(landing_root: Path | str, changefeed: str, topic: str, partition: int) -> Optional[int]:
+def landed_end(landing_root: Location | str, changefeed: str, topic: str, partition: int) -> Optional[int]:
     """The next offset to land for a partition: the end of its last segment, None when nothing has landed."""
     return segments_end(partition_segments(landing_root, changefeed, topic, partition))
 
@@ -193,57 +188,35 @@ def check_contiguous(segments: Iterable[Segment]) -> list[str]:
     return problems
 
 
-def partitions_file(landing_root: Path | str, changefeed: str, topic: str) -> Path:
+def partitions_file(landing_root: Location | str, changefeed: str, topic: str) -> Location:
     return topic_dir(landing_root, changefeed, topic) / PARTITIONS_FILE
 
 
-def read_partition_count(landing_root: Path | str, changefeed: str, topic: str) -> Optional[int]:
+def read_partition_count(landing_root: Location | str, changefeed: str, topic: str) -> Optional[int]:
     """The partition count recorded in ``_partitions.json``, None when the file does not exist."""
     path = partitions_file(landing_root, changefeed, topic)
-    if not path.is_file():
+    if not storage_of(path).exists(path):
         return None
-    return int(json.loads(path.read_text())["partitions"])
+    return int(json.loads(storage_of(path).read(path))["partitions"])
 
 
-def known_partitions(landing_root: Path | str, changefeed: str, topic: str) -> list[int]:
+def known_partitions(landing_root: Location | str, changefeed: str, topic: str) -> list[int]:
     """Every partition of a topic the merge engine must account for, including ones that never sent anything.
 
     The union of ``range(_partitions.json count)`` and the partition directories present.
     """
     count = read_partition_count(landing_root, changefeed, topic) or 0
     partitions = set(range(count))
-    tdir = topic_dir(landing_root, changefeed, topic)
-    if tdir.is_dir():
-        partitions.update(int(p.name) for p in tdir.iterdir() if _is_partition_dir(p))
+    partitions.update(int(p) for p in _partition_names(topic_dir(landing_root, changefeed, topic)))
     return sorted(partitions)
 
 
-def fsync_dir(directory: Path) -> None:
-    """Make a rename inside ``directory`` durable."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _tmp_path(final: Path) -> Path:
-    return final.with_name(f".{final.name}{TMP_SUFFIX}")
-
-
-def write_atomically(final: Path, data: bytes) -> None:
+def write_atomically(final: Location, data: bytes) -> None:
     """Write a small file so that readers see the old or the new content, never a torn one."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _tmp_path(final)
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, final)
-    fsync_dir(final.parent)
+    storage_of(final).write_whole(final, data)
 
 
-def write_partition_count(landing_root: Path | str, changefeed: str, topic: str, count: int) -> int:
+def write_partition_count(landing_root: Location | str, changefeed: str, topic: str, count: int) -> int:
     """Record the topic's partition count; never lowers it (Kafka partitions are only ever added).
 
     Returns the count now recorded.
@@ -256,19 +229,15 @@ def write_partition_count(landing_root: Path | str, changefeed: str, topic: str,
     return int(count)
 
 
-def clean_temp_files(landing_root: Path | str, changefeed: str) -> list[Path]:
+def clean_temp_files(landing_root: Location | str, changefeed: str) -> list[Location]:
     """Delete the ``.*.tmp`` files a crashed run left behind; returns what was removed.
 
     Only call while holding the changefeed's landing lock: a running writer's temp file looks the same.
     """
     root = changefeed_dir(landing_root, changefeed)
-    removed: list[Path] = []
-    if not root.is_dir():
-        return removed
-    for path in root.rglob(f".*{TMP_SUFFIX}"):
-        if path.is_file():
-            path.unlink()
-            removed.append(path)
+    removed = storage_of(root).temp_files(root)
+    for path in removed:
+        storage_of(path).delete(path)
     return removed
 
 
@@ -395,7 +364,7 @@ class SegmentWriter:
 
     def __init__(
         self,
-        landing_root: Path | str,
+        landing_root: Location | str,
         changefeed: str,
         topic: str,
         partition: int,
@@ -406,7 +375,7 @@ class SegmentWriter:
         expected_end: Optional[int] = None,
         background: Optional[BackgroundWrites] = None,
     ) -> None:
-        self.landing_root = Path(landing_root)
+        self.landing_root = landing_location(landing_root)
         self.changefeed = changefeed
         self.topic = topic
         self.partition = int(partition)
@@ -417,12 +386,10 @@ class SegmentWriter:
         self.bytes = 0
         self.last_offset: Optional[int] = None
         self.directory = partition_dir(self.landing_root, changefeed, topic, self.partition)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self._storage = storage_of(self.directory)
         # ``.<final name>.tmp`` when the end is known up front (Kafka), else a name that cannot be a segment
         final_name = segment_name(self.start, expected_end) if expected_end is not None else None
-        self.tmp_path = self.directory / (
-            f".{final_name}{TMP_SUFFIX}" if final_name else f".{self.start:020d}-open{SEGMENT_SUFFIX}{TMP_SUFFIX}"
-        )
+        self.tmp_path = self._storage.spool(self.directory, final_name or f"{self.start:020d}-open{SEGMENT_SUFFIX}")
         self._writer: Optional[pq.ParquetWriter] = None
         self._background = background
         self._jobs: list[Future] = []
@@ -574,13 +541,8 @@ class SegmentWriter:
             writer = self._open()  # a range with no records still gets a (zero-row) file
             writer.close()
             self._writer = None
-            with open(self.tmp_path, "rb+") as handle:
-                os.fsync(handle.fileno())
             final = self.directory / segment_name(self.start, end)
-            fault_point("land.before_rename")
-            os.replace(self.tmp_path, final)
-            fsync_dir(self.directory)
-            fault_point("land.after_rename")
+            self._storage.publish(self.tmp_path, final)
         except BaseException:
             self._discard()
             raise
@@ -614,12 +576,13 @@ class SegmentWriter:
             pass
 
 
-def read_segment(path: Path | str) -> pa.Table:
+def read_segment(path: Location | str) -> pa.Table:
     """A landed segment as an Arrow table (for tests and tools)."""
-    return pq.read_table(path, schema=LANDED_SCHEMA)
+    location = landing_location(path)
+    return pq.read_table(storage_of(location).open_input(location), schema=LANDED_SCHEMA)
 
 
-def read_partition_payload(landing_root: Path | str, changefeed: str, topic: str, partition: int) -> pa.Table:
+def read_partition_payload(landing_root: Location | str, changefeed: str, topic: str, partition: int) -> pa.Table:
     """All landed records of a partition, in offset order (for tests and tools; reads every file)."""
     tables = [read_segment(s.path) for s in partition_segments(landing_root, changefeed, topic, partition)]
     return pa.concat_tables(tables) if tables else empty_table()

@@ -1,7 +1,7 @@
 """Decode landed segments in Spark executors.
 
-Landed Parquet files are read by Spark and decoded with ``mapInArrow``, so decoding scales with the executors and
-no message ever passes through the driver. Each task builds its decoder once and streams record batches, and
+Landed Parquet files are read by Spark (segments on S3: by pyarrow in the executors, :func:`object_records`) and
+decoded with ``mapInArrow``, so decoding scales with the executors and no message ever passes through the driver. Each task builds its decoder once and streams record batches, and
 folds the planner's aggregates over its events on the way (``staged_stats``), handed over by an accumulator.
 """
 
@@ -16,7 +16,8 @@ from pyspark.accumulators import Accumulator
 
 from ticdc_lakehouse.decode import DecoderOptions, decode_safely, make_decoder
 from ticdc_lakehouse.events_arrow import EVENT_ARROW_SCHEMA, EVENT_SPARK_SCHEMA, events_to_batch
-from ticdc_lakehouse.landing.segments import LANDED_SPARK_SCHEMA
+from ticdc_lakehouse.landing.segments import LANDED_SCHEMA, LANDED_SPARK_SCHEMA
+from ticdc_lakehouse.landing.storage import Location, ObjectPath, storage_of
 from ticdc_lakehouse.merge.staged_stats import StatsFolder, StatsPart, StatsParam
 from ticdc_lakehouse.model import Message, SourceUnavailable
 
@@ -80,11 +81,39 @@ def decode_batches(protocol: str, options: DecoderOptions, stats: Optional[Accum
     return run
 
 
-def landed_records(spark, paths: list[str], start_offsets: Mapping[tuple[str, int], int]):
+def object_records(spark, paths: list[ObjectPath]):
+    """The records of landed segments on S3, read by pyarrow's S3 filesystem in the executors (a DataFrame).
+
+    Why not Spark's own Parquet reader: for ``s3://`` it needs Hadoop's S3A connector (``hadoop-aws``, its AWS SDK
+    and its own credential settings) next to the S3FileIO the warehouse already uses; pyarrow's S3 filesystem is in
+    every Python worker already and takes the same ``[s3]`` settings as landing. Each task reads its share of the
+    segments (one index range of ``spark.range``); only the paths go from the driver to the executors.
+    """
+    import pyarrow.parquet as pq
+
+    slices = max(1, min(len(paths), spark.sparkContext.defaultParallelism * 4))
+
+    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for index in batch.column(0).to_pylist():
+                path = paths[index]
+                try:
+                    for records in pq.ParquetFile(storage_of(path).open_input(path)).iter_batches(65536):
+                        yield records.cast(LANDED_SCHEMA)
+                except Exception as exc:  # noqa: BLE001 - named with its segment: the merge quarantines it
+                    raise OSError(f"cannot read landed segment {path}: {str(exc).splitlines()[0][:200]}") from None
+
+    return spark.range(0, len(paths), numPartitions=slices).mapInArrow(read, LANDED_SPARK_SCHEMA)
+
+
+def landed_records(spark, paths: list[Location], start_offsets: Mapping[tuple[str, int], int]):
     """The landed records at or after each partition's restart offset (a DataFrame, never collected)."""
     from pyspark.sql import functions as F
 
-    frame = spark.read.schema(LANDED_SPARK_SCHEMA).parquet(*paths)  # known: no schema-inference job
+    if paths and isinstance(paths[0], ObjectPath):
+        frame = object_records(spark, paths)
+    else:  # a known schema: no schema-inference job
+        frame = spark.read.schema(LANDED_SPARK_SCHEMA).parquet(*map(str, paths))
     if start_offsets:
         condition = None
         for (topic, partition), offset in start_offsets.items():
@@ -94,7 +123,7 @@ def landed_records(spark, paths: list[str], start_offsets: Mapping[tuple[str, in
     return frame
 
 
-def decode_landed(spark, paths: list[str], start_offsets: Mapping[tuple[str, int], int], protocol: str,
+def decode_landed(spark, paths: list[Location], start_offsets: Mapping[tuple[str, int], int], protocol: str,
                   options: DecoderOptions, stats: Optional[Accumulator] = None):
     """Landed segments -> decoded event DataFrame with ``EVENT_SPARK_SCHEMA`` (see ``decode_batches``)."""
     records = landed_records(spark, paths, start_offsets)

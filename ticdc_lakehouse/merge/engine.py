@@ -350,7 +350,7 @@ def run_merge(
         } | set(segments)
         landed_end = {key: segs[-1].end for key, segs in segments.items() if segs}
         paths = [
-            str(seg.path) for key, segs in segments.items() for seg in segs if seg.end > start.get(key, 0)
+            seg.path for key, segs in segments.items() for seg in segs if seg.end > start.get(key, 0)
         ]
         if not paths:
             say(f"{cf.name}: nothing landed after the last checkpoint (cut {checkpoint.resolved_ts})")
