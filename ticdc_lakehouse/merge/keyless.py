@@ -71,10 +71,13 @@ def keyless_deltas(events: DataFrame, schema: str, table: str, after_ts: int, up
         in_kafka_order.rowsBetween(Window.unboundedPreceding, Window.currentRow))).filter(F.col("kind") == "row")
     signed = blocks.select("commit_ts", "topic", "partition", "_block", "named_enums",
                            F.explode(_signed_images()).alias("_signed"))
+    # typed_value reads a top-level map column by name (a struct field path is not one)
+    images = signed.select("commit_ts", "topic", "partition", "_block", "named_enums",
+                           F.col("_signed.sign").alias("_sign"), F.col("_signed.image").alias("_image"))
     names = [f"_c{i}" for i in range(len(columns))]
-    typed = signed.select(
-        "commit_ts", "topic", "partition", "_block", F.col("_signed.sign").alias("_sign"),
-        *[typed_value("_signed.image", F.col("named_enums"), column).alias(name)
+    typed = images.select(
+        "commit_ts", "topic", "partition", "_block", "_sign",
+        *[typed_value("_image", F.col("named_enums"), column).alias(name)
           for column, name in zip(columns, names)],
     )
     per_block = typed.groupBy("commit_ts", "topic", "partition", "_block", "_sign", *names).count()
