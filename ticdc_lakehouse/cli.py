@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ticdc_lakehouse.config import load_settings
+from ticdc_lakehouse.decode.protocols import ENCODABLE
 from ticdc_lakehouse.preflight import PreflightError, preflight
 
 
@@ -301,7 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_skip_message)
 
     p = sub.add_parser("demo", help="generate a TiCDC workload, backfill it, show tables and time travel")
-    p.add_argument("--protocol", default="open", choices=("open", "craft", "simple-json", "simple-avro"))
+    p.add_argument("--protocol", default="open", choices=ENCODABLE)
     p.add_argument("--transactions", type=int, default=60)
     p.set_defaults(func=cmd_demo)
 

@@ -29,7 +29,7 @@ class PreflightError(Exception):
 
 
 def check_protocol(protocol: str, where: str) -> None:
-    from ticdc_lakehouse.decode import PROTOCOLS
+    from ticdc_lakehouse.decode.protocols import PROTOCOLS
 
     if protocol not in PROTOCOLS:
         raise PreflightError(f"unknown protocol {protocol!r} ({where}); use one of {', '.join(sorted(PROTOCOLS))}")

@@ -433,7 +433,7 @@ def _changefeed_status(settings: Settings, spark, ji, name: str, kafka: bool, co
     # a merge ran over them, yet no partition of these ever had a resolved event: nothing can apply (see engine)
     silent = [f"{p['topic']}/{p['partition']}" for p in partitions if p["pending"] and not p["resolved_ts"]]
     if silent and checkpoint.run_id:
-        from ticdc_lakehouse.merge.engine import uses_resolved_ts
+        from ticdc_lakehouse.decode.protocols import uses_resolved_ts
 
         try:
             silent = silent if uses_resolved_ts(checkpoint.protocol or cf.protocol, cf.resolved_ts) else []

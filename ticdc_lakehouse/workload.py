@@ -475,23 +475,10 @@ def expected_rows(table: UpstreamTable) -> list[dict[str, Any]]:
 
 
 def encoder_for(protocol: str):
-    if protocol == "open":
-        from ticdc_lakehouse.encode.open_protocol import OpenProtocolEncoder
+    """The encoder the registry names for ``protocol`` (see ``decode.protocols``)."""
+    from ticdc_lakehouse.decode.protocols import spec_of
 
-        return OpenProtocolEncoder()
-    if protocol == "craft":
-        from ticdc_lakehouse.encode.craft import CraftEncoder
-
-        return CraftEncoder()
-    if protocol == "simple-json":
-        from ticdc_lakehouse.encode.simple import SimpleJsonEncoder
-
-        return SimpleJsonEncoder()
-    if protocol == "simple-avro":
-        from ticdc_lakehouse.encode.simple import SimpleAvroEncoder
-
-        return SimpleAvroEncoder()
-    raise ValueError(f"the workload cannot encode protocol {protocol!r}")
+    return spec_of(protocol).make_encoder()
 
 
 def encode_partitions(events: dict[int, list[Event]], protocol: str) -> dict[int, list[tuple]]:

@@ -317,13 +317,13 @@ def tso_time(tso: int) -> datetime:
 
 def cut_metrics(changefeed: str, merge_result: Mapping[str, Any], now: Optional[float] = None) -> dict[str, Any]:
     """The metrics of one merge (pure): the cut, whether it is new, its tag, freshness, halts, dead letters."""
-    from ticdc_lakehouse.decode import PROTOCOLS_WITH_RESOLVED_TS
+    from ticdc_lakehouse.decode.protocols import carries_resolved_ts
 
     report = merge_result.get("merge", merge_result) if merge_result else {}
     resolved = int(report.get("resolved_ts") or 0)
     previous = int(report.get("previous_resolved_ts") or 0)
     new_cut = resolved > previous
-    tagged = new_cut and report.get("protocol") in PROTOCOLS_WITH_RESOLVED_TS
+    tagged = new_cut and carries_resolved_ts(report.get("protocol"))
     now = time.time() if now is None else now
     return {
         "changefeed": changefeed,

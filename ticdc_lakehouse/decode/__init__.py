@@ -8,26 +8,16 @@ offset and the reason, and the caller routes it to the dead-letter table. The on
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol
 
 from ticdc_lakehouse.decode.large_messages import LargeMessageOptions
+from ticdc_lakehouse.decode.protocols import PROTOCOLS, PROTOCOLS_WITH_RESOLVED_TS, spec_of
 from ticdc_lakehouse.model import DecodeError, DecodeFailure, Event, Message, SourceUnavailable
 
-#: protocol name -> "module:Class" (imported lazily so executors load only what they use)
-PROTOCOLS: dict[str, str] = {
-    "open": "ticdc_lakehouse.decode.open_protocol:OpenProtocolDecoder",
-    "craft": "ticdc_lakehouse.decode.craft:CraftDecoder",
-    "simple-json": "ticdc_lakehouse.decode.simple:SimpleJsonDecoder",
-    "simple-avro": "ticdc_lakehouse.decode.simple:SimpleAvroDecoder",
-    "avro": "ticdc_lakehouse.decode.confluent_avro:ConfluentAvroDecoder",
-    "canal-json": "ticdc_lakehouse.decode.canal_json:CanalJsonDecoder",
-    "debezium": "ticdc_lakehouse.decode.debezium:DebeziumDecoder",
-}
-
-#: protocols that carry resolved events (open/craft always; the others only as noted in the README)
-PROTOCOLS_WITH_RESOLVED_TS = {"open", "craft", "simple-json", "simple-avro", "canal-json", "debezium"}
+__all__ = [
+    "PROTOCOLS", "PROTOCOLS_WITH_RESOLVED_TS", "Decoder", "DecoderOptions", "decode_safely", "make_decoder",
+]
 
 
 @dataclass(frozen=True)
@@ -47,13 +37,8 @@ class Decoder(Protocol):
 
 
 def make_decoder(protocol: str, options: Optional[DecoderOptions] = None) -> Decoder:
-    try:
-        target = PROTOCOLS[protocol]
-    except KeyError:
-        raise ValueError(f"unknown protocol {protocol!r}; expected one of {sorted(PROTOCOLS)}") from None
-    module_name, class_name = target.split(":")
-    cls = getattr(importlib.import_module(module_name), class_name)
-    return cls(options or DecoderOptions())
+    """The decoder of ``protocol`` (see ``decode.protocols``); a ``ValueError`` for a name not registered."""
+    return spec_of(protocol).decoder_class()(options or DecoderOptions())
 
 
 def decode_safely(decoder: Decoder, message: Message) -> list[Event]:

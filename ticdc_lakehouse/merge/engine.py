@@ -24,6 +24,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from ticdc_lakehouse.config import Settings
 from ticdc_lakehouse.decode import DecoderOptions
+from ticdc_lakehouse.decode.protocols import PROTOCOLS_WITH_MISSING_TS, resolved_ts_sink_option, uses_resolved_ts
 from ticdc_lakehouse.faults import fault_point
 from ticdc_lakehouse.iceberg.commit import callback_session, ensure_callback_server
 from ticdc_lakehouse.iceberg.java_api import JavaIceberg
@@ -61,26 +62,11 @@ from ticdc_lakehouse.state import Checkpoint, StateStore
 
 log = logging.getLogger(__name__)
 
-#: protocols whose TiCDC output carries no resolved ts by default: applied up to the landed end, per-key order
-PROTOCOLS_WITHOUT_RESOLVED_TS = {"avro"}
-#: protocols some of whose row events carry no commit ts at all (see ``merge.made_up_ts``)
-PROTOCOLS_WITH_MISSING_TS = {"avro"}
-
-
-def uses_resolved_ts(protocol: str, setting: str) -> bool:
-    """Whether a changefeed's cut is its global resolved ts (``auto``: unless the protocol has none by default)."""
-    if setting not in ("auto", "required", "none"):
-        raise ValueError(f"resolved_ts must be auto, required or none, not {setting!r}")
-    if setting == "auto":
-        return protocol not in PROTOCOLS_WITHOUT_RESOLVED_TS
-    return setting == "required"
-
 
 def no_resolved_hint(changefeed: str, protocol: str, partitions: list[str]) -> str:
     """One line for a stream that never carried a resolved event (so with ``resolved_ts`` auto/required nothing is
     ever applied): which partitions, and what to set."""
-    sink = {"canal-json": "enable-tidb-extension=true", "debezium": "enable-tidb-extension=true",
-            "avro": "enable-watermark=true"}.get(protocol)
+    sink = resolved_ts_sink_option(protocol)
     fix = f'set resolved_ts = "none" in [changefeeds.{changefeed}] (each key is then applied in commit-ts order)'
     if sink:
         fix += f", or add {sink} to the changefeed's sink URI so TiCDC sends resolved events"
