@@ -15,7 +15,7 @@ import orjson
 from hypothesis import strategies as st
 
 from ticdc_lakehouse import model
-from ticdc_lakehouse.decode.go_text import float32_repr
+from ticdc_lakehouse.decode.common.go_text import float32_repr
 from ticdc_lakehouse.model import DDLEvent, DecodeFailure, Message, Position, ResolvedEvent, RowChange
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"

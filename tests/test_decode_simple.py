@@ -382,7 +382,7 @@ def test_float32_text_near_the_float32_limits_reads_back(value):
     # a short text of a value near FLT_MAX ("3.403e+38") lies above FLT_MAX: it must be skipped, not crash
     import struct
 
-    from ticdc_lakehouse.decode._type_text import float32_text
+    from ticdc_lakehouse.decode.common.type_text import float32_text
 
     exact = struct.unpack("<f", struct.pack("<f", value))[0]
     text = float32_text(exact)

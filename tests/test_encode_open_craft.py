@@ -9,8 +9,8 @@ import pytest
 
 from ticdc_lakehouse import model
 from ticdc_lakehouse.decode import make_decoder
-from ticdc_lakehouse.decode.go_text import float32_repr, go_float_json, go_json_string, go_quote, go_unquote
-from ticdc_lakehouse.decode.mysql_type_codes import ColumnType, descriptor, parse_descriptor
+from ticdc_lakehouse.decode.common.go_text import float32_repr, go_float_json, go_json_string, go_quote, go_unquote
+from ticdc_lakehouse.decode.common.mysql_type_codes import ColumnType, descriptor, parse_descriptor
 from ticdc_lakehouse.encode.craft import CraftEncoder
 from ticdc_lakehouse.encode.open_protocol import OpenProtocolEncoder
 from ticdc_lakehouse.model import DDLEvent, Position, ResolvedEvent, RowChange

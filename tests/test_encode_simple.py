@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ticdc_lakehouse.decode._type_text import float32_text
+from ticdc_lakehouse.decode.common.type_text import float32_text
 from ticdc_lakehouse.decode.simple import SimpleAvroDecoder, SimpleJsonDecoder, row_column_types
 from ticdc_lakehouse.encode.simple import SimpleAvroEncoder, SimpleJsonEncoder, go_float_text
 from ticdc_lakehouse.model import (

@@ -138,7 +138,7 @@ def test_spark_judges_every_value_the_same_with_ansi_mode_off_and_on(spark, ansi
 
 
 def test_protocols_that_carry_the_bit_width_keep_it():
-    from ticdc_lakehouse.decode._type_text import build_descriptor, normalize_descriptor
+    from ticdc_lakehouse.decode.common.type_text import build_descriptor, normalize_descriptor
 
     assert normalize_descriptor("bit(8)") == "bit(8)" and normalize_descriptor("BIT") == "bit"  # Canal-JSON
     assert build_descriptor("bit", length=8) == "bit(8)" and build_descriptor("bit") == "bit"  # Simple, Debezium

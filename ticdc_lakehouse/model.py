@@ -28,7 +28,7 @@ class Position(NamedTuple):
     """Where a message sits in Kafka. ``seq`` orders several events packed into one message.
 
     A named tuple, not a frozen dataclass: decoders build one for every event, and a tuple is the cheapest
-    immutable record Python has (see ``decode.positions``). It compares and hashes as the tuple of its fields.
+    immutable record Python has (see ``decode.common.positions``). It compares and hashes as the tuple of its fields.
     """
 
     topic: str
@@ -90,7 +90,7 @@ class DDLEvent:
     """A DDL statement committed upstream at ``commit_ts``.
 
     ``ddl_type`` is a normalized name (``CREATE_TABLE``, ``ADD_COLUMN``, ...; TiDB's action codes are mapped in
-    ``ticdc_lakehouse.decode.tidb_ddl_actions``), ``OTHER`` when unknown. ``table_schema`` is the table after the DDL
+    ``ticdc_lakehouse.decode.common.tidb_ddl_actions``), ``OTHER`` when unknown. ``table_schema`` is the table after the DDL
     where the protocol sends it (Simple's tableSchema), so CREATE TABLE does not depend on parsing SQL.
     ``is_bootstrap`` marks Simple BOOTSTRAP messages: they carry a schema and no statement to execute.
     """

@@ -30,7 +30,7 @@ from libc.string cimport memcpy
 import sys
 from binascii import b2a_base64
 
-from ticdc_lakehouse.decode.go_text import float32_repr
+from ticdc_lakehouse.decode.common.go_text import float32_repr
 
 if sys.byteorder != "little":  # DOUBLE/FLOAT values are copied as little-endian float64
     raise ImportError("the compiled Craft reader needs a little-endian host")

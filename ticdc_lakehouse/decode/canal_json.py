@@ -24,13 +24,14 @@ rows are read from the changefeed's claim-check storage, and values compressed w
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import orjson
 
 from ticdc_lakehouse.decode import DecoderOptions
-from ticdc_lakehouse.decode._ddl_kind import classify_query, schema_of_schema_ddl
-from ticdc_lakehouse.decode._type_text import base_type, is_binary_descriptor, normalize_descriptor
+from ticdc_lakehouse.decode.common.converters import Converter, canonical_row, scalar_text
+from ticdc_lakehouse.decode.common.ddl_kind import classify_query, schema_of_schema_ddl
+from ticdc_lakehouse.decode.common.type_text import base_type, is_binary_descriptor, normalize_descriptor
 from ticdc_lakehouse.decode.large_messages import LargeMessages
 from ticdc_lakehouse.model import (
     DELETE,
@@ -48,8 +49,6 @@ from ticdc_lakehouse.values import from_bytes
 WATERMARK_TYPE = "TIDB_WATERMARK"
 DML_OPS = {"INSERT": INSERT, "UPDATE": UPDATE, "DELETE": DELETE}
 PHYSICAL_SHIFT = 18  # a TSO is (physical ms << 18) | logical
-
-Converter = Callable[[Any], Optional[str]]
 
 
 class CanalJsonDecoder:
@@ -162,22 +161,9 @@ class CanalJsonDecoder:
                     before.update((name, v) for name, v in changed.items() if name not in before)
             image_names = converted.keys() if before is None else converted.keys() | before.keys()
             column_types = dict(types) if image_names == types.keys() else {n: types[n] for n in image_names}
-            events.append(
-                RowChange(  # positional: measurably faster than keywords for this slotted dataclass
-                    schema,
-                    table,
-                    commit_ts,
-                    op,
-                    after,
-                    before,
-                    key_columns,
-                    column_types,
-                    message.position(len(events)),
-                    None,
-                    None,
-                    made_up,
-                )
-            )
+            # positional: measurably faster than keywords for this slotted dataclass
+            events.append(RowChange(schema, table, commit_ts, op, after, before, key_columns, column_types,
+                                    message.position(len(events)), None, None, made_up))
 
     def _plan(self, mysql_types: dict[str, Any]) -> tuple[dict[str, str], dict[str, Converter]]:
         """Descriptors of the message's columns, and converters for the few that need one."""
@@ -204,14 +190,7 @@ class CanalJsonDecoder:
         if not raw.keys() <= types.keys():
             missing = sorted(set(raw) - set(types))
             raise DecodeError(f"{self.name}: columns {missing} have no mysqlType")
-        for name, converter in converters.items():
-            value = raw.get(name)
-            if value is not None:
-                raw[name] = converter(value)
-        for name, value in raw.items():
-            if value is not None and type(value) is not str:
-                raw[name] = _scalar_text(value)
-        return raw
+        return canonical_row(raw, converters, _scalar_text)
 
     def _describe(self, mysql_type: str) -> tuple[str, Optional[Converter]]:
         """Descriptor and value converter for one ``mysqlType`` text (cached: tables repeat the same few)."""
@@ -291,10 +270,7 @@ def _float_text(value: Any) -> str:
 
 
 def _scalar_text(value: Any) -> str:
-    if value is True or value is False:
-        return "1" if value else "0"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return repr(value)
-    raise DecodeError(f"canal-json: unexpected column value {value!r}")
+    text = scalar_text(value)
+    if text is None:
+        raise DecodeError(f"canal-json: unexpected column value {value!r}")
+    return text

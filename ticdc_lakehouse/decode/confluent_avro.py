@@ -37,10 +37,11 @@ from typing import Any, Callable, Optional
 import orjson
 
 from ticdc_lakehouse.decode import DecoderOptions
-from ticdc_lakehouse.decode._ddl_kind import OTHER, classify_query
-from ticdc_lakehouse.decode._type_text import UINT64_MASK, build_descriptor, float32_text, split_escaped_members
-from ticdc_lakehouse.decode.positions import make_position
-from ticdc_lakehouse.decode.tidb_ddl_actions import ddl_type_for_action
+from ticdc_lakehouse.decode.common.converters import Converter, double_or, float32_or, scalar_text, unsigned_or
+from ticdc_lakehouse.decode.common.ddl_kind import OTHER, classify_query
+from ticdc_lakehouse.decode.common.positions import make_position
+from ticdc_lakehouse.decode.common.tidb_ddl_actions import ddl_type_for_action
+from ticdc_lakehouse.decode.common.type_text import build_descriptor, split_escaped_members
 from ticdc_lakehouse.model import (
     DELETE,
     INSERT,
@@ -68,7 +69,6 @@ TIDB_CORRUPTED = "_tidb_corrupted"
 EXTENSION_PREFIXES = ("_tidb_", "_ticdc_")
 OPS = {"c": INSERT, "u": UPDATE, "d": DELETE}
 
-Converter = Callable[[Any], Optional[str]]
 
 #: tidb_type -> (descriptor, converter name)
 _TIDB_TYPES: dict[str, str] = {
@@ -258,20 +258,10 @@ class ConfluentAvroDecoder:
         message: Message,
     ) -> RowChange:
         made_up = not (type(commit_ts) is int and commit_ts > 0)
-        return RowChange(  # positional: measurably faster than keywords for this slotted dataclass
-            writer.schema,
-            writer.table,
-            0 if made_up else commit_ts,
-            op,
-            after,
-            before,
-            key_columns,
-            column_types,
-            make_position(message.topic, message.partition, message.offset, 0),
-            None,
-            None,
-            made_up,
-        )
+        # positional: measurably faster than keywords for this slotted dataclass
+        return RowChange(writer.schema, writer.table, 0 if made_up else commit_ts, op, after, before, key_columns,
+                         column_types, make_position(message.topic, message.partition, message.offset, 0), None,
+                         None, made_up)
 
     def _ddl(self, value: bytes, message: Message) -> DDLEvent:
         try:
@@ -376,19 +366,8 @@ def _column(field: dict[str, Any]) -> tuple[str, str, Converter]:
         members = split_escaped_members(params.get("allowed", ""))
         return name, build_descriptor(tidb_type.lower(), elements=members), _text
     descriptor = _TIDB_TYPES.get(tidb_type) or _AVRO_TYPES.get(avro_type, "text")
-    if descriptor == "bit":
-        return name, descriptor, _bit
-    if descriptor == "bigint unsigned":
-        return name, descriptor, _unsigned
-    if descriptor == "decimal":
-        return name, descriptor, _decimal
-    if descriptor == "float":
-        return name, descriptor, _float32
-    if descriptor == "double":
-        return name, descriptor, _double
-    if avro_type == "bytes":
-        return name, descriptor, _bytes
-    return name, descriptor, _text
+    converter = _TYPED_CONVERTERS.get(descriptor) or (_bytes if avro_type == "bytes" else _text)
+    return name, descriptor, converter
 
 
 def _convert(writer: _WriterSchema, record: dict[str, Any]) -> dict[str, Optional[str]]:
@@ -414,17 +393,14 @@ def _text(value: Any) -> str:
     kind = type(value)
     if kind is str:
         return value
-    if kind is int:
-        return str(value)
-    if kind is bool:
-        return "1" if value else "0"
     if kind is bytes:
         return from_bytes(value)
-    if kind is float:
-        return repr(value)
     if kind is Decimal:
         return from_decimal(value)
-    raise DecodeError(f"avro: unexpected value {value!r}")
+    text = scalar_text(value)
+    if text is None:
+        raise DecodeError(f"avro: unexpected value {value!r}")
+    return text
 
 
 def _bytes(value: Any) -> str:
@@ -438,26 +414,19 @@ def _bit(value: Any) -> str:
     return _text(value)
 
 
-def _unsigned(value: Any) -> str:
-    if type(value) is int:
-        return str(value & UINT64_MASK)
-    return _text(value)
-
-
 def _decimal(value: Any) -> str:
-    if type(value) is Decimal:
-        return from_decimal(value)
-    if type(value) is str:
-        return from_decimal(value)
-    return _text(value)
+    return from_decimal(value) if type(value) is Decimal or type(value) is str else _text(value)
 
 
-def _float32(value: Any) -> str:
-    return float32_text(value) if type(value) is float else _text(value)
+_unsigned = unsigned_or(_text)
+_float32 = float32_or(_text)
+_double = double_or(_text)
 
 
-def _double(value: Any) -> str:
-    return repr(value) if type(value) is float else _text(value)
+#: the converter of each descriptor whose wire form needs one (any other: ``_bytes`` for Avro bytes, else ``_text``)
+_TYPED_CONVERTERS: dict[str, Converter] = {
+    "bit": _bit, "bigint unsigned": _unsigned, "decimal": _decimal, "float": _float32, "double": _double,
+}
 
 
 def _schemaless_reader() -> Callable[..., Any]:

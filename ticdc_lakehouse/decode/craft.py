@@ -59,29 +59,12 @@ from itertools import accumulate
 from typing import Any, Callable, Optional
 
 from ticdc_lakehouse import model
-from ticdc_lakehouse.decode.canonical_text import decimal_text
-from ticdc_lakehouse.decode.go_text import float32_repr
-from ticdc_lakehouse.decode.mysql_type_codes import (
-    BLOB_CODES,
-    FLAG_BINARY,
-    FLAG_HANDLE_KEY,
-    FLAG_UNSIGNED,
-    INTEGER_CODES,
-    STRING_CODES,
-    TYPE_BIT,
-    TYPE_DECIMAL,
-    TYPE_DOUBLE,
-    TYPE_ENUM,
-    TYPE_FLOAT,
-    TYPE_GEOMETRY,
-    TYPE_NEWDECIMAL,
-    TYPE_NULL,
-    TYPE_SET,
-    TYPE_YEAR,
-    descriptor,
-)
-from ticdc_lakehouse.decode.positions import make_position
-from ticdc_lakehouse.decode.tidb_ddl_actions import ddl_type_for_action
+from ticdc_lakehouse.decode.common import mysql_type_codes as type_codes
+from ticdc_lakehouse.decode.common.canonical_text import decimal_text
+from ticdc_lakehouse.decode.common.go_text import float32_repr
+from ticdc_lakehouse.decode.common.mysql_type_codes import FLAG_HANDLE_KEY, descriptor
+from ticdc_lakehouse.decode.common.positions import make_position
+from ticdc_lakehouse.decode.common.tidb_ddl_actions import ddl_type_for_action
 from ticdc_lakehouse.model import (
     DELETE,
     INSERT,
@@ -448,21 +431,21 @@ _ROW_TYPES = [bytes([EVENT_ROW]) * count for count in range(0x80)]
 
 
 def _kind(code: int, flags: int) -> int:
-    if code in INTEGER_CODES:
-        return C_UVARINT if flags & FLAG_UNSIGNED else C_SVARINT
-    if code == TYPE_YEAR:
+    if code in type_codes.INTEGER_CODES:
+        return C_UVARINT if flags & type_codes.FLAG_UNSIGNED else C_SVARINT
+    if code == type_codes.TYPE_YEAR:
         return C_SVARINT
-    if code in (TYPE_BIT, TYPE_ENUM, TYPE_SET):
+    if code in (type_codes.TYPE_BIT, type_codes.TYPE_ENUM, type_codes.TYPE_SET):
         return C_UVARINT
-    if code == TYPE_FLOAT:
+    if code == type_codes.TYPE_FLOAT:
         return C_FLOAT
-    if code == TYPE_DOUBLE:
+    if code == type_codes.TYPE_DOUBLE:
         return C_DOUBLE
-    if code == TYPE_NEWDECIMAL:
+    if code == type_codes.TYPE_NEWDECIMAL:
         return C_DECIMAL
-    if code in STRING_CODES or code in BLOB_CODES:
-        return C_BYTES if flags & FLAG_BINARY else C_TEXT
-    if code in (TYPE_NULL, TYPE_GEOMETRY, TYPE_DECIMAL):
+    if code in type_codes.STRING_CODES or code in type_codes.BLOB_CODES:
+        return C_BYTES if flags & type_codes.FLAG_BINARY else C_TEXT
+    if code in (type_codes.TYPE_NULL, type_codes.TYPE_GEOMETRY, type_codes.TYPE_DECIMAL):
         return C_NONE
     return C_TEXT
 

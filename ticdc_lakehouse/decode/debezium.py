@@ -30,13 +30,14 @@ from __future__ import annotations
 import base64
 import binascii
 from datetime import date, datetime, timedelta, timezone
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import orjson
 
 from ticdc_lakehouse.decode import DecoderOptions
-from ticdc_lakehouse.decode._ddl_kind import classify_query, schema_of_schema_ddl
-from ticdc_lakehouse.decode._type_text import (
+from ticdc_lakehouse.decode.common.converters import Converter, scalar_text, unsigned_or
+from ticdc_lakehouse.decode.common.ddl_kind import classify_query, schema_of_schema_ddl
+from ticdc_lakehouse.decode.common.type_text import (
     UINT64_MASK,
     base_type,
     build_descriptor,
@@ -67,7 +68,6 @@ PHYSICAL_SHIFT = 18
 EPOCH = datetime(1970, 1, 1)
 EPOCH_DATE = date(1970, 1, 1)
 
-Converter = Callable[[Any], Optional[str]]
 Plan = dict[str, tuple[str, Converter]]  # column -> (descriptor, converter)
 
 _TIME_NAMES = {
@@ -168,20 +168,10 @@ class DebeziumDecoder:
             key_payload = key.get("payload")
             if isinstance(key_payload, dict):
                 key_columns = tuple(key_payload)
-        return RowChange(  # positional: measurably faster than keywords for this slotted dataclass
-            db,
-            table,
-            _commit_ts(payload),
-            op,
-            after,
-            before,
-            key_columns,
-            column_types,
-            position,
-            None,
-            None,
-            payload["source"].get("commit_ts") is None,  # ts_ms: milliseconds, not one transaction's TSO
-        )
+        # positional: measurably faster than keywords for this slotted dataclass; without source.commit_ts the ts
+        # is ts_ms (milliseconds, not one transaction's TSO): made up
+        return RowChange(db, table, _commit_ts(payload), op, after, before, key_columns, column_types, position,
+                         None, None, payload["source"].get("commit_ts") is None)
 
     # --- DDL -------------------------------------------------------------------------------------------------
     def _ddl(self, payload: dict[str, Any], position: Position) -> DDLEvent:
@@ -370,16 +360,10 @@ def _int(value: Any) -> Optional[int]:
 
 
 def _generic(value: Any) -> str:
-    kind = type(value)
-    if kind is str:
+    if type(value) is str:
         return value
-    if kind is bool:
-        return "1" if value else "0"
-    if kind is int:
-        return str(value)
-    if kind is float:
-        return repr(value)
-    return orjson.dumps(value).decode()
+    text = scalar_text(value)
+    return orjson.dumps(value).decode() if text is None else text
 
 
 def _text(value: Any) -> str:
@@ -496,8 +480,5 @@ def _float(value: Any) -> str:
     return _generic(value)
 
 
-def _unsigned(value: Any) -> str:
-    """BIGINT UNSIGNED above 2^63-1 arrives wrapped to a negative int64 (max uint64 is -1)."""
-    if type(value) is int:
-        return str(value & UINT64_MASK)
-    return _generic(value)
+#: BIGINT UNSIGNED above 2^63-1 arrives wrapped to a negative int64 (max uint64 is -1)
+_unsigned = unsigned_or(_generic)

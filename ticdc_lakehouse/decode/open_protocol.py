@@ -48,10 +48,9 @@ import msgspec
 from orjson import JSONDecodeError, loads
 
 from ticdc_lakehouse import model
-from ticdc_lakehouse.decode.canonical_text import decimal_text, is_plain_decimal
-from ticdc_lakehouse.decode.go_text import float32_repr, go_unquote
-from ticdc_lakehouse.decode.large_messages import LargeMessages
-from ticdc_lakehouse.decode.mysql_type_codes import (
+from ticdc_lakehouse.decode.common.canonical_text import decimal_text, is_plain_decimal
+from ticdc_lakehouse.decode.common.go_text import float32_repr, go_unquote
+from ticdc_lakehouse.decode.common.mysql_type_codes import (
     BLOB_CODES,
     FLAG_BINARY,
     FLAG_HANDLE_KEY,
@@ -68,8 +67,9 @@ from ticdc_lakehouse.decode.mysql_type_codes import (
     TYPE_YEAR,
     descriptor,
 )
-from ticdc_lakehouse.decode.positions import make_position
-from ticdc_lakehouse.decode.tidb_ddl_actions import ddl_type_for_action
+from ticdc_lakehouse.decode.common.positions import make_position
+from ticdc_lakehouse.decode.common.tidb_ddl_actions import ddl_type_for_action
+from ticdc_lakehouse.decode.large_messages import LargeMessages
 from ticdc_lakehouse.model import DecodeError, DDLEvent, Message, ResolvedEvent, RowChange
 
 BATCH_VERSION = 1

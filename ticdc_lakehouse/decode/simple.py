@@ -36,14 +36,23 @@ import dataclasses
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Callable, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
 import msgspec
 import orjson
 
 from ticdc_lakehouse.decode import DecoderOptions
-from ticdc_lakehouse.decode._ddl_kind import CREATE_TABLE, classify_query, schema_of_schema_ddl
-from ticdc_lakehouse.decode._type_text import (
+from ticdc_lakehouse.decode.common.converters import (
+    Converter,
+    canonical_row,
+    double_or,
+    float32_or,
+    scalar_text,
+    unsigned_or,
+)
+from ticdc_lakehouse.decode.common.ddl_kind import CREATE_TABLE, classify_query, schema_of_schema_ddl
+from ticdc_lakehouse.decode.common.positions import make_position
+from ticdc_lakehouse.decode.common.type_text import (
     UINT64_MASK,
     base_type,
     build_descriptor,
@@ -52,7 +61,6 @@ from ticdc_lakehouse.decode._type_text import (
     is_float32_exact,
 )
 from ticdc_lakehouse.decode.large_messages import LargeMessages
-from ticdc_lakehouse.decode.positions import make_position
 from ticdc_lakehouse.model import (
     DELETE,
     INSERT,
@@ -80,7 +88,6 @@ DDL_TYPES = frozenset({"CREATE", "RENAME", "CINDEX", "DINDEX", "ERASE", "TRUNCAT
 #: how many table schemas one decoder remembers (BOOTSTRAP re-sends them, so forgetting old ones is safe)
 MAX_CACHED_SCHEMAS = 4096
 
-Converter = Callable[[Any], Optional[str]]
 
 
 def row_column_types(table: TableSchema) -> dict[str, str]:
@@ -191,19 +198,9 @@ class _SimpleDecoder:
         elif op == INSERT:
             before = None
         column_types, key_columns = _types_and_keys(cached, after, before)
-        return RowChange(  # positional: measurably faster than keywords for this slotted dataclass
-            schema,
-            table,
-            commit_ts,
-            op,
-            after,
-            before,
-            key_columns,
-            column_types,
-            position,
-            get("tableID"),
-            version,
-        )
+        # positional: measurably faster than keywords for this slotted dataclass
+        return RowChange(schema, table, commit_ts, op, after, before, key_columns, column_types, position,
+                         get("tableID"), version)
 
     def _bootstrap(self, msg: dict[str, Any], position: Position) -> DDLEvent:
         table = self._table_schema(msg.get("tableSchema"))
@@ -358,29 +355,14 @@ class SimpleJsonDecoder(_SimpleDecoder):
         elif op == INSERT:
             old = None
         column_types, key_columns = _types_and_keys(cached, data, old)
-        return RowChange(
-            schema,
-            table,
-            msg.commitTs,
-            op,
-            data,
-            old,
-            key_columns,
-            column_types,
-            make_position(message.topic, message.partition, message.offset, 0),
-            msg.tableID,
-            version,
-        )
+        return RowChange(schema, table, msg.commitTs, op, data, old, key_columns, column_types,
+                         make_position(message.topic, message.partition, message.offset, 0), msg.tableID, version)
 
     def _convert_row(self, raw: Any, fixes: Optional[dict[str, Converter]]) -> dict[str, Optional[str]]:
         """Canonical values, in place in the parsed dict (rows are mostly strings already: no copy needed)."""
         if type(raw) is not dict:
             raise DecodeError(f"{self.name}: row data is not an object")
-        _apply_fixes(raw, fixes)
-        for name, value in raw.items():
-            if value is not None and type(value) is not str:
-                raw[name] = _json_value(value)
-        return raw
+        return canonical_row(raw, fixes, _json_value)
 
     def _fixes_for(self, table: TableSchema) -> dict[str, Converter]:
         fixes: dict[str, Converter] = {}
@@ -436,11 +418,7 @@ class SimpleAvroDecoder(_SimpleDecoder):
 
     def _convert_row(self, raw: Any, fixes: Optional[dict[str, Converter]]) -> dict[str, Optional[str]]:
         """Canonical values, in place in the map fastavro returned; typed fixes first (they need the raw type)."""
-        _apply_fixes(raw, fixes)
-        for name, value in raw.items():
-            if value is not None and type(value) is not str:
-                raw[name] = _avro_value(value)
-        return raw
+        return canonical_row(raw, fixes, _avro_value)
 
     def _fixes_for(self, table: TableSchema) -> dict[str, Converter]:
         fixes: dict[str, Converter] = {}
@@ -507,7 +485,7 @@ _decode_dml = msgspec.json.Decoder(_DmlMessage).decode
 
 
 def _typed_fixes(raw: dict[str, Any], fixes: dict[str, Converter]) -> bool:
-    """The type fixes of ``_apply_fixes`` on a typed row, in place; False where the reference would raise.
+    """The type fixes of ``canonical_row`` on a typed row, in place; False where the reference would raise.
 
     Only strings go through a fix: a TIMESTAMP object in a FLOAT/DOUBLE column keeps its ``value`` in the
     reference path too (``_json_float`` of an object is ``_json_value``), which the caller's pass then takes.
@@ -523,15 +501,6 @@ def _typed_fixes(raw: dict[str, Any], fixes: dict[str, Converter]) -> bool:
 
 
 # --- value conversion -----------------------------------------------------------------------------------------
-
-
-def _apply_fixes(raw: dict[str, Any], fixes: Optional[dict[str, Converter]]) -> None:
-    """Type-specific conversions of the columns that need them (FLOAT/DOUBLE, BIT/SET in Avro)."""
-    if fixes:
-        for name, fix in fixes.items():
-            value = raw.get(name)
-            if value is not None:
-                raw[name] = fix(value)
 
 
 def _types_and_keys(
@@ -565,13 +534,10 @@ def _json_value(value: Any) -> str:
         if not isinstance(inner, str):
             raise DecodeError(f"simple-json: TIMESTAMP object without a string 'value': {value!r}")
         return inner
-    if value is True or value is False:
-        return "1" if value else "0"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return repr(value)
-    raise DecodeError(f"simple-json: unexpected column value {value!r}")
+    text = scalar_text(value)
+    if text is None:
+        raise DecodeError(f"simple-json: unexpected column value {value!r}")
+    return text
 
 
 def _json_float(value: Any) -> str:
@@ -602,17 +568,10 @@ def _avro_value(value: Any) -> str:
     raise DecodeError(f"simple-avro: unexpected column value {value!r}")
 
 
-def _avro_float32(value: Any) -> str:
-    return float32_text(value) if type(value) is float else _avro_value(value)
-
-
-def _avro_double(value: Any) -> str:
-    return repr(value) if type(value) is float else _avro_value(value)
-
-
-def _avro_unsigned(value: Any) -> str:
-    """BIT and SET are uint64 sent as long: undo the wrap of values above 2^63-1."""
-    return str(value & UINT64_MASK) if type(value) is int else _avro_value(value)
+_avro_float32 = float32_or(_avro_value)
+_avro_double = double_or(_avro_value)
+#: BIT and SET are uint64 sent as long: undo the wrap of values above 2^63-1
+_avro_unsigned = unsigned_or(_avro_value)
 
 
 # --- table schema parts ---------------------------------------------------------------------------------------

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Optional, Union
 
-from ticdc_lakehouse.decode.go_text import to_float32
-from ticdc_lakehouse.decode.mysql_type_codes import (
+from ticdc_lakehouse.decode.common.go_text import to_float32
+from ticdc_lakehouse.decode.common.mysql_type_codes import (
     BLOB_CODES,
     FLAG_BINARY,
     FLAG_HANDLE_KEY,

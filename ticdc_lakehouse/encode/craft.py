@@ -11,24 +11,12 @@ always alone in their message.
 from __future__ import annotations
 
 import struct
-from typing import Iterable, Optional, Sequence
+from typing import Optional, Sequence
 
 from ticdc_lakehouse import model
-from ticdc_lakehouse.decode.mysql_type_codes import (
-    BLOB_CODES,
-    FLAG_UNSIGNED,
-    INTEGER_CODES,
-    STRING_CODES,
-    TYPE_BIT,
-    TYPE_DOUBLE,
-    TYPE_ENUM,
-    TYPE_FLOAT,
-    TYPE_GEOMETRY,
-    TYPE_NULL,
-    TYPE_SET,
-    TYPE_YEAR,
-)
-from ticdc_lakehouse.decode.tidb_ddl_actions import action_for_ddl_type
+from ticdc_lakehouse.decode.common import mysql_type_codes as type_codes
+from ticdc_lakehouse.decode.common.tidb_ddl_actions import action_for_ddl_type
+from ticdc_lakehouse.encode.batches import RowBatches
 from ticdc_lakehouse.encode.column_values import WireColumn, row_columns
 from ticdc_lakehouse.model import DDLEvent, ResolvedEvent, RowChange
 
@@ -97,19 +85,19 @@ def _value(column: WireColumn) -> Optional[bytes]:
     if value is None:
         return None
     code = column.code
-    if code in INTEGER_CODES:
-        return uvarint(value) if column.flags & FLAG_UNSIGNED else varint(value)
-    if code == TYPE_YEAR:
+    if code in type_codes.INTEGER_CODES:
+        return uvarint(value) if column.flags & type_codes.FLAG_UNSIGNED else varint(value)
+    if code == type_codes.TYPE_YEAR:
         return varint(value)
-    if code in (TYPE_BIT, TYPE_ENUM, TYPE_SET):
+    if code in (type_codes.TYPE_BIT, type_codes.TYPE_ENUM, type_codes.TYPE_SET):
         return uvarint(value)
-    if code in (TYPE_FLOAT, TYPE_DOUBLE):
+    if code in (type_codes.TYPE_FLOAT, type_codes.TYPE_DOUBLE):
         return _F64.pack(value)
-    if code in (TYPE_NULL, TYPE_GEOMETRY):
+    if code in (type_codes.TYPE_NULL, type_codes.TYPE_GEOMETRY):
         return None
     if isinstance(value, bytes):
         return value
-    if code in STRING_CODES or code in BLOB_CODES or isinstance(value, str):
+    if code in type_codes.STRING_CODES or code in type_codes.BLOB_CODES or isinstance(value, str):
         return value.encode("utf-8")
     raise ValueError(f"craft cannot encode {value!r} for type code {code}")  # pragma: no cover
 
@@ -126,7 +114,7 @@ def _column_group(group_type: int, columns: list[WireColumn], terms: _Terms) -> 
     return bytes(out)
 
 
-class CraftEncoder:
+class CraftEncoder(RowBatches):
     """Encode model events as Craft messages (no Kafka key)."""
 
     def encode(self, event: model.Event) -> tuple[Optional[bytes], bytes]:
@@ -153,19 +141,6 @@ class CraftEncoder:
                 raise TypeError("craft batches hold row events only; encode DDL and resolved events alone")
             headers.append((row.commit_ts, 1, row.schema or None, row.table or None))
         return None, self._message(headers, rows, None)
-
-    def encode_rows(self, rows: Iterable[RowChange], max_batch_size: int = 16) -> list[tuple[Optional[bytes], bytes]]:
-        """Rows batched up to ``max_batch_size`` per message (TiCDC's default 16)."""
-        messages = []
-        batch: list[RowChange] = []
-        for row in rows:
-            batch.append(row)
-            if len(batch) >= max_batch_size:
-                messages.append(self.encode_batch(batch))
-                batch = []
-        if batch:
-            messages.append(self.encode_batch(batch))
-        return messages
 
     @staticmethod
     def _row_groups(row: RowChange) -> list[tuple[int, list[WireColumn]]]:

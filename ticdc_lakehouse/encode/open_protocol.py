@@ -19,12 +19,11 @@ import base64
 import dataclasses
 import json
 import struct
-from typing import Iterable, Optional, Sequence
+from typing import Optional, Sequence
 
 from ticdc_lakehouse import model
-from ticdc_lakehouse.decode.go_text import go_float_json, go_json_string, go_quote
-from ticdc_lakehouse.decode.large_messages import compress
-from ticdc_lakehouse.decode.mysql_type_codes import (
+from ticdc_lakehouse.decode.common.go_text import go_float_json, go_json_string, go_quote
+from ticdc_lakehouse.decode.common.mysql_type_codes import (
     BLOB_CODES,
     FLAG_BINARY,
     STRING_CODES,
@@ -32,7 +31,9 @@ from ticdc_lakehouse.decode.mysql_type_codes import (
     TYPE_FLOAT,
     TYPE_GEOMETRY,
 )
-from ticdc_lakehouse.decode.tidb_ddl_actions import action_for_ddl_type
+from ticdc_lakehouse.decode.common.tidb_ddl_actions import action_for_ddl_type
+from ticdc_lakehouse.decode.large_messages import compress
+from ticdc_lakehouse.encode.batches import RowBatches
 from ticdc_lakehouse.encode.column_values import WireColumn, row_columns
 from ticdc_lakehouse.model import DDLEvent, ResolvedEvent, RowChange
 
@@ -41,7 +42,7 @@ VERSION_HEADER = _U64.pack(1)
 FLAVORS = ("ticdc", "tiflow")
 
 
-class OpenProtocolEncoder:
+class OpenProtocolEncoder(RowBatches):
     """Encode model events as Open Protocol ``(key, value)`` messages."""
 
     def __init__(self, flavor: str = "ticdc", compression: str = "none") -> None:
@@ -69,19 +70,6 @@ class OpenProtocolEncoder:
             value_parts.append(_U64.pack(len(value_json)))
             value_parts.append(value_json)
         return b"".join(key_parts), b"".join(value_parts)
-
-    def encode_rows(self, rows: Iterable[RowChange], max_batch_size: int = 16) -> list[tuple[Optional[bytes], bytes]]:
-        """Rows batched the way TiCDC does: up to ``max_batch_size`` events per message (TiCDC's default 16)."""
-        messages = []
-        batch: list[RowChange] = []
-        for row in rows:
-            batch.append(row)
-            if len(batch) >= max_batch_size:
-                messages.append(self.encode_batch(batch))
-                batch = []
-        if batch:
-            messages.append(self.encode_batch(batch))
-        return messages
 
     def encode_claim_check(self, row: RowChange, location: str) -> tuple[bytes, bytes, bytes]:
         """A row sent the claim-check way: ``(Kafka key, Kafka value, stored file)``. The Kafka message carries

@@ -17,11 +17,11 @@ import io
 import math
 import time
 from decimal import Decimal
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Iterable, Optional, Union
 
 import orjson
 
-from ticdc_lakehouse.decode._type_text import UINT64_MASK, base_type, is_binary_descriptor
+from ticdc_lakehouse.decode.common.type_text import UINT64_MASK, base_type, is_binary_descriptor
 from ticdc_lakehouse.decode.simple import SCHEMA_FILE
 from ticdc_lakehouse.model import DELETE, INSERT, UPDATE, DDLEvent, ResolvedEvent, RowChange, TableSchema
 
@@ -137,23 +137,16 @@ class SimpleJsonEncoder(_SimpleEncoder):
         return _go_json({"version": SIMPLE_VERSION, "type": "WATERMARK", "commitTs": ts, "buildTs": self._clock()})
 
     def _json_row(self, values: dict[str, Optional[str]], types: dict[str, str]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name in sorted(values):
-            value = values[name]
-            if value is None:
-                out[name] = None
-                continue
-            descriptor = _descriptor(types, name)
-            kind = base_type(descriptor)
-            if kind == "timestamp":
-                out[name] = {"location": self.time_zone, "value": value}
-            elif kind in ("float", "double"):
-                out[name] = go_float_text(value)
-            elif kind in ("enum", "set") and "(" in descriptor:
-                out[name] = str(_member_number(descriptor, value))
-            else:
-                out[name] = value
-        return out
+        return _wire_row(sorted(values), values, types, self._json_value)
+
+    def _json_value(self, value: str, descriptor: str, kind: str) -> Any:
+        if kind == "timestamp":
+            return {"location": self.time_zone, "value": value}
+        if kind in ("float", "double"):
+            return go_float_text(value)
+        if kind in ("enum", "set") and "(" in descriptor:
+            return str(_member_number(descriptor, value))
+        return value
 
 
 class SimpleAvroEncoder(_SimpleEncoder):
@@ -215,30 +208,24 @@ class SimpleAvroEncoder(_SimpleEncoder):
         return self._write("WATERMARK", "Watermark", payload)
 
     def _avro_row(self, values: dict[str, Optional[str]], types: dict[str, str]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name, value in values.items():
-            if value is None:
-                out[name] = None
-                continue
-            descriptor = _descriptor(types, name)
-            kind = base_type(descriptor)
-            if kind == "timestamp":
-                out[name] = (NS + "Timestamp", {"location": self.time_zone, "value": value})
-            elif kind == "bigint" and descriptor.endswith("unsigned"):
-                out[name] = (NS + "UnsignedBigint", {"value": _as_int64(int(value))})
-            elif kind in ("enum", "set") and "(" in descriptor:
-                out[name] = ("long", _as_int64(_member_number(descriptor, value)))
-            elif kind in _LONG_TYPES:
-                out[name] = ("long", _as_int64(int(value)))
-            elif kind == "float":
-                out[name] = ("float", float(value))
-            elif kind == "double":
-                out[name] = ("double", float(value))
-            elif is_binary_descriptor(descriptor):
-                out[name] = ("bytes", base64.b64decode(value))
-            else:
-                out[name] = ("string", value)
-        return out
+        return _wire_row(values, values, types, self._avro_value)
+
+    def _avro_value(self, value: str, descriptor: str, kind: str) -> tuple[str, Any]:
+        if kind == "timestamp":
+            return (NS + "Timestamp", {"location": self.time_zone, "value": value})
+        if kind == "bigint" and descriptor.endswith("unsigned"):
+            return (NS + "UnsignedBigint", {"value": _as_int64(int(value))})
+        if kind in ("enum", "set") and "(" in descriptor:
+            return ("long", _as_int64(_member_number(descriptor, value)))
+        if kind in _LONG_TYPES:
+            return ("long", _as_int64(int(value)))
+        if kind == "float":
+            return ("float", float(value))
+        if kind == "double":
+            return ("double", float(value))
+        if is_binary_descriptor(descriptor):
+            return ("bytes", base64.b64decode(value))
+        return ("string", value)
 
 
 # --- helpers ----------------------------------------------------------------------------------------------------
@@ -251,6 +238,20 @@ def _dml_images(row: RowChange) -> tuple[Optional[dict[str, Optional[str]]], Opt
     if row.op == DELETE:
         return None, row.before
     return row.after, row.before
+
+
+def _wire_row(names: Iterable[str], values: dict[str, Optional[str]], types: dict[str, str],
+              wire_value: Callable[[str, str, str], Any]) -> dict[str, Any]:
+    """One row image on the wire: NULL stays None, any other value is ``wire_value(value, descriptor, kind)``."""
+    out: dict[str, Any] = {}
+    for name in names:
+        value = values[name]
+        if value is None:
+            out[name] = None
+            continue
+        descriptor = _descriptor(types, name)
+        out[name] = wire_value(value, descriptor, base_type(descriptor))
+    return out
 
 
 def _descriptor(types: dict[str, str], name: str) -> str:
@@ -358,14 +359,7 @@ def _json_table_schema(table: TableSchema) -> dict[str, Any]:
         columns.append(
             {"name": column.name, "dataType": data_type, "nullable": column.nullable, "default": column.default}
         )
-    return {
-        "schema": table.schema,
-        "table": table.table,
-        "tableID": 0,
-        "version": table.version or 0,
-        "columns": columns,
-        "indexes": _indexes(table),
-    }
+    return _table_schema(table, "schema", columns)
 
 
 def _avro_table_schema(table: TableSchema) -> dict[str, Any]:
@@ -378,8 +372,13 @@ def _avro_table_schema(table: TableSchema) -> dict[str, Any]:
         }
         for column in table.columns
     ]
+    return _table_schema(table, "database", columns)
+
+
+def _table_schema(table: TableSchema, database_key: str, columns: list[dict[str, Any]]) -> dict[str, Any]:
+    """A ``tableSchema`` payload; its database field is ``schema`` in JSON and ``database`` in Avro."""
     return {
-        "database": table.schema,
+        database_key: table.schema,
         "table": table.table,
         "tableID": 0,
         "version": table.version or 0,
