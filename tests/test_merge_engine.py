@@ -90,7 +90,7 @@ def test_open_protocol_backfill_grows_incrementally_and_travels_in_time(spark, s
         as_of_sql(spark, settings, "SELECT * FROM shop.orders", cut2 + 1)
 
 
-@pytest.mark.parametrize("protocol, parallel_tables", [("craft", 1), ("simple-json", 4)])
+@pytest.mark.parametrize("protocol, parallel_tables", [("craft", 1), ("simple-json", 4), ("simple-avro", 1)])
 def test_other_protocols_backfill_equal_upstream(spark, tmp_path, monkeypatch, lakehouse_env, protocol,
                                                  parallel_tables):
     """Also both ways of the final flush: one table after the other, and several at once."""
