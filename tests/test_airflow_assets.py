@@ -110,7 +110,7 @@ def test_land_and_merge_emit_openlineage_kafka_in_iceberg_out(backfilled):
 def test_table_cut_sensor_defers_and_completes_when_the_cut_moves(backfilled, spark_session):
     from airflow.sdk import DAG
 
-    from lakehouse_airflow.table_cut_sensor import TableCutSensor
+    from lakehouse_airflow.sensors.table_cut import TableCutSensor
     from ticdc_lakehouse.pipeline import backfill
     from ticdc_lakehouse.workload import write_to_archive
 
@@ -141,7 +141,7 @@ def test_table_cut_sensor_defers_and_completes_when_the_cut_moves(backfilled, sp
 def test_table_cut_sensor_passes_at_once_when_the_cut_is_there(backfilled):
     from airflow.sdk import DAG
 
-    from lakehouse_airflow.table_cut_sensor import TableCutSensor
+    from lakehouse_airflow.sensors.table_cut import TableCutSensor
 
     _, workload, _, _, _ = backfilled
     with DAG("orders_ready", schedule=None, start_date=START) as dag:
@@ -159,7 +159,8 @@ def test_triggers_serialize_and_a_kafka_check_that_fails_ends_the_wait_with_its_
     import importlib
     import socket
 
-    from lakehouse_airflow.triggers import KafkaLagTrigger, TableCutTrigger
+    from lakehouse_airflow.triggers.kafka_lag import KafkaLagTrigger
+    from lakehouse_airflow.triggers.table_cut import TableCutTrigger
 
     for trigger in (TableCutTrigger("shop.orders", 5, config_file="/c.toml", poll_interval=2),
                     KafkaLagTrigger("shop", 3, config_file="/c.toml", kafka_timeout_s=1, poll_interval=2)):
@@ -187,7 +188,7 @@ def test_triggers_serialize_and_a_kafka_check_that_fails_ends_the_wait_with_its_
 def test_merge_task_with_a_wrong_protocol_fails_at_once_in_one_line(tmp_path, monkeypatch):
     from airflow.sdk.exceptions import AirflowFailException
 
-    from lakehouse_airflow.operators import MergeChangefeedOperator
+    from lakehouse_airflow.operators.merge import MergeChangefeedOperator
 
     monkeypatch.setenv("LAKEHOUSE_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("LAKEHOUSE_CONFIG", str(tmp_path / "none.toml"))
