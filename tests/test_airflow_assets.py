@@ -197,3 +197,30 @@ def test_merge_task_with_a_wrong_protocol_fails_at_once_in_one_line(tmp_path, mo
     with pytest.raises(AirflowFailException) as failure:  # no retries, no Spark session started
         task.execute({})
     assert str(failure.value).startswith("unknown protocol 'opn' (task merge: protocol); use one of ")
+
+
+def test_tables_changed_only_by_ddl_get_their_asset_event_with_the_cut(backfilled):
+    """A run whose only change to a table is a DDL (a table created with no rows, a column added) still emits that
+    table's asset event with the cut; a table the run did not touch gets none."""
+    from lakehouse_airflow.lineage import table_asset_uri
+    from ticdc_lakehouse.workload import write_to_archive
+
+    _, workload, _, archive, _ = backfilled
+    orders_before = len(_asset_events(table_asset_uri(CATALOG, "shop.orders")))
+    customers_before = len(_asset_events(table_asset_uri(CATALOG, "shop.customers")))
+    workload.create_table("audit", [("id", "bigint", False), ("note", "varchar(40)", True)], ("id",))
+    workload.add_column("customers", "tier", "int")
+    workload.resolve(final=True)
+    write_to_archive(workload, archive, "tidb-shop", "open")
+    cut = workload.global_resolved_ts()
+    dagrun = dag_bag().dags["lakehouse_backfill"].test(
+        run_conf={"archive": str(archive), "changefeed": "shop", "protocol": "open"})
+    assert task_states(dagrun) == {"land_archive": "success", "merge": "success", "publish": "success"}
+    assert xcom(dagrun, "merge")["merge"]["tables_merged"] == []  # no rows in this run
+    for table, before in (("shop.audit", 0), ("shop.customers", customers_before)):
+        events = _asset_events(table_asset_uri(CATALOG, table))
+        assert len(events) == before + 1, table
+        extra = events[-1][2]
+        assert extra["table"] == table and extra["resolved_ts"] == cut and extra["tag"] == f"tso_{cut}"
+        assert extra["ddl"] is True and extra["rows_written"] == 0
+    assert len(_asset_events(table_asset_uri(CATALOG, "shop.orders"))) == orders_before
