@@ -110,7 +110,7 @@ def test_land_and_merge_emit_openlineage_kafka_in_iceberg_out(backfilled):
 def test_table_cut_sensor_defers_and_completes_when_the_cut_moves(backfilled, spark_session):
     from airflow.sdk import DAG
 
-    from lakehouse_airflow.table_cut_sensor import TableCutSensor
+    from lakehouse_airflow.sensors.table_cut import TableCutSensor
     from ticdc_lakehouse.pipeline import backfill
     from ticdc_lakehouse.workload import write_to_archive
 
@@ -141,7 +141,7 @@ def test_table_cut_sensor_defers_and_completes_when_the_cut_moves(backfilled, sp
 def test_table_cut_sensor_passes_at_once_when_the_cut_is_there(backfilled):
     from airflow.sdk import DAG
 
-    from lakehouse_airflow.table_cut_sensor import TableCutSensor
+    from lakehouse_airflow.sensors.table_cut import TableCutSensor
 
     _, workload, _, _, _ = backfilled
     with DAG("orders_ready", schedule=None, start_date=START) as dag:
@@ -159,7 +159,8 @@ def test_triggers_serialize_and_a_kafka_check_that_fails_ends_the_wait_with_its_
     import importlib
     import socket
 
-    from lakehouse_airflow.triggers import KafkaLagTrigger, TableCutTrigger
+    from lakehouse_airflow.triggers.kafka_lag import KafkaLagTrigger
+    from lakehouse_airflow.triggers.table_cut import TableCutTrigger
 
     for trigger in (TableCutTrigger("shop.orders", 5, config_file="/c.toml", poll_interval=2),
                     KafkaLagTrigger("shop", 3, config_file="/c.toml", kafka_timeout_s=1, poll_interval=2)):
@@ -187,7 +188,7 @@ def test_triggers_serialize_and_a_kafka_check_that_fails_ends_the_wait_with_its_
 def test_merge_task_with_a_wrong_protocol_fails_at_once_in_one_line(tmp_path, monkeypatch):
     from airflow.sdk.exceptions import AirflowFailException
 
-    from lakehouse_airflow.operators import MergeChangefeedOperator
+    from lakehouse_airflow.operators.merge import MergeChangefeedOperator
 
     monkeypatch.setenv("LAKEHOUSE_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("LAKEHOUSE_CONFIG", str(tmp_path / "none.toml"))
@@ -196,3 +197,30 @@ def test_merge_task_with_a_wrong_protocol_fails_at_once_in_one_line(tmp_path, mo
     with pytest.raises(AirflowFailException) as failure:  # no retries, no Spark session started
         task.execute({})
     assert str(failure.value).startswith("unknown protocol 'opn' (task merge: protocol); use one of ")
+
+
+def test_tables_changed_only_by_ddl_get_their_asset_event_with_the_cut(backfilled):
+    """A run whose only change to a table is a DDL (a table created with no rows, a column added) still emits that
+    table's asset event with the cut; a table the run did not touch gets none."""
+    from lakehouse_airflow.lineage import table_asset_uri
+    from ticdc_lakehouse.workload import write_to_archive
+
+    _, workload, _, archive, _ = backfilled
+    orders_before = len(_asset_events(table_asset_uri(CATALOG, "shop.orders")))
+    customers_before = len(_asset_events(table_asset_uri(CATALOG, "shop.customers")))
+    workload.create_table("audit", [("id", "bigint", False), ("note", "varchar(40)", True)], ("id",))
+    workload.add_column("customers", "tier", "int")
+    workload.resolve(final=True)
+    write_to_archive(workload, archive, "tidb-shop", "open")
+    cut = workload.global_resolved_ts()
+    dagrun = dag_bag().dags["lakehouse_backfill"].test(
+        run_conf={"archive": str(archive), "changefeed": "shop", "protocol": "open"})
+    assert task_states(dagrun) == {"land_archive": "success", "merge": "success", "publish": "success"}
+    assert xcom(dagrun, "merge")["merge"]["tables_merged"] == []  # no rows in this run
+    for table, before in (("shop.audit", 0), ("shop.customers", customers_before)):
+        events = _asset_events(table_asset_uri(CATALOG, table))
+        assert len(events) == before + 1, table
+        extra = events[-1][2]
+        assert extra["table"] == table and extra["resolved_ts"] == cut and extra["tag"] == f"tso_{cut}"
+        assert extra["ddl"] is True and extra["rows_written"] == 0
+    assert len(_asset_events(table_asset_uri(CATALOG, "shop.orders"))) == orders_before

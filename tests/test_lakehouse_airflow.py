@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from tests.airflow_fixture import PLUGINS, REPO
-from tests.broker_fixture import create_topic, kafka_broker, produce, unique_topic  # noqa: F401  (fixture)
+from tests.broker_fixture import kafka_broker  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.airflow
 
@@ -38,7 +38,7 @@ def home(tmp_path, monkeypatch):
 
 
 def test_hook_takes_catalog_kafka_and_registry_secrets_from_airflow_connections(home, monkeypatch):
-    from lakehouse_airflow.hooks import LakehouseHook
+    from lakehouse_airflow.hooks.lakehouse import LakehouseHook
 
     monkeypatch.setenv("AIRFLOW_CONN_LAKEHOUSE_DEFAULT", CATALOG_CONN)
     monkeypatch.setenv("AIRFLOW_CONN_LAKEHOUSE_KAFKA_ORDERS", KAFKA_CONN)
@@ -62,7 +62,7 @@ def test_hook_takes_catalog_kafka_and_registry_secrets_from_airflow_connections(
 def test_hook_registers_every_secret_with_the_log_masker(home, monkeypatch):
     from airflow.sdk._shared.secrets_masker import redact
 
-    from lakehouse_airflow.hooks import LakehouseHook
+    from lakehouse_airflow.hooks.lakehouse import LakehouseHook
 
     monkeypatch.setenv("AIRFLOW_CONN_LAKEHOUSE_KAFKA_ORDERS", KAFKA_CONN)
     monkeypatch.setenv("LAKEHOUSE_CATALOG_PASSWORD", "env-catalog-pw-5e2a")  # secrets from the environment too
@@ -72,15 +72,15 @@ def test_hook_registers_every_secret_with_the_log_masker(home, monkeypatch):
 
 
 def test_hook_without_connections_is_the_cli_configuration(home):
-    from lakehouse_airflow.hooks import LakehouseHook
+    from lakehouse_airflow.hooks.lakehouse import LakehouseHook
     from ticdc_lakehouse.config import load_settings
 
     assert LakehouseHook().get_settings("orders").raw == load_settings().raw
 
 
 def test_spark_submit_goes_to_the_configured_master_with_jars_and_no_secret_on_the_command_line(home, monkeypatch):
-    from lakehouse_airflow.hooks import LakehouseSparkSubmitHook
-    from lakehouse_airflow.operators import MERGE_JOB, job_environment, submit_arguments, submit_plan
+    from lakehouse_airflow.hooks.spark_submit import LakehouseSparkSubmitHook
+    from lakehouse_airflow.hooks.spark_submit import MERGE_JOB, job_environment, submit_arguments, submit_plan
     from ticdc_lakehouse.config import load_settings
     from ticdc_lakehouse.spark_session import iceberg_runtime_jar
 
@@ -124,7 +124,7 @@ def test_merge_pools_one_slot_per_changefeed(home, tmp_path):
 
 
 def test_cut_metrics_tell_new_cut_tag_freshness_and_halts():
-    from lakehouse_airflow.operators import cut_metrics
+    from lakehouse_airflow.operators.publish import cut_metrics
 
     cut = (1_700_000_000_000 << 18) | 7
     merged = {"ok": False, "merge": {"changefeed": "orders", "run_id": "r1", "protocol": "open",
@@ -149,7 +149,7 @@ def test_cut_metrics_tell_new_cut_tag_freshness_and_halts():
 
 
 def test_landing_can_be_narrowed_to_one_topic_of_the_changefeed(home):
-    from lakehouse_airflow.operators import only_topics
+    from lakehouse_airflow.operators.land import only_topics
     from ticdc_lakehouse.config import load_settings
 
     settings = load_settings()
@@ -160,16 +160,13 @@ def test_landing_can_be_narrowed_to_one_topic_of_the_changefeed(home):
 
 @pytest.mark.broker
 def test_kafka_lag_sensor_sees_records_until_they_land(kafka_broker, tmp_path, monkeypatch):  # noqa: F811
-    from lakehouse_airflow.sensors import KafkaLagSensor
+    from lakehouse_airflow.sensors.kafka_lag import KafkaLagSensor
     from ticdc_lakehouse.config import load_settings
     from ticdc_lakehouse.pipeline import land
 
-    topic = create_topic(kafka_broker, unique_topic("lag"), partitions=2)
-    produce(kafka_broker, topic, [(b"k", b"v%d" % i, None, i % 2) for i in range(5)])
-    config = tmp_path / "lakehouse.toml"
-    config.write_text(f'[changefeeds.cf]\ntopics = ["{topic}"]\nbootstrap_servers = "{kafka_broker}"\n')
-    monkeypatch.setenv("LAKEHOUSE_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("LAKEHOUSE_CONFIG", str(config))
+    from tests.test_airflow_sensors import unlanded_changefeed
+
+    topic = unlanded_changefeed(kafka_broker, tmp_path, monkeypatch)
     sensor = KafkaLagSensor(task_id="wait", changefeed="cf", min_records=5)
     waiting = sensor.poke({})
     assert waiting.is_done is True
@@ -203,7 +200,7 @@ def test_airflow_env_puts_airflow_home_under_lakehouse_home(tmp_path):
 
 
 def test_rendered_params_become_text_or_none():
-    from lakehouse_airflow.operators import text_or_none
+    from lakehouse_airflow.hooks.lakehouse import text_or_none
 
     assert [text_or_none(v) for v in (None, "", "None", " ", "open", 123, "42")] == [None, None, None, None, "open",
                                                                                     "123", "42"]

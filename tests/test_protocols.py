@@ -76,7 +76,7 @@ def test_the_engine_and_the_airflow_operator_agree_on_resolved_ts_for_every_prot
     pytest.importorskip("airflow")
     from tests.airflow_fixture import PLUGINS  # noqa: F401 - puts plugins/ on sys.path
 
-    from lakehouse_airflow.operators import cut_metrics
+    from lakehouse_airflow.operators.publish import cut_metrics
 
     from ticdc_lakehouse.merge.engine import no_resolved_hint
 

@@ -1,11 +1,13 @@
 """Airflow integration of ticdc-lakehouse, laid out like an Airflow provider package.
 
-- :mod:`.hooks`: ``LakehouseHook`` (the deployment's Settings, secrets from Airflow connections or the environment)
-  and ``LakehouseSparkSubmitHook`` (spark-submit to the configured ``spark.master``);
-- :mod:`.operators`: land, land-from-archive, merge (in-process or spark-submit), publish the cut, maintain;
-- :mod:`.sensors`: ``KafkaLagSensor`` (new records waiting in Kafka; deferrable);
-- :mod:`.table_cut_sensor`: ``TableCutSensor`` (a lake table consistent up to a moment; deferrable);
-- :mod:`.triggers`: ``TableCutTrigger``, ``KafkaLagTrigger`` (the waits of the deferred sensors);
+- :mod:`.hooks`: ``lakehouse.LakehouseHook`` (the deployment's Settings, secrets from Airflow connections or the
+  environment; a table's cut; Kafka lag) and ``spark_submit.LakehouseSparkSubmitHook`` (spark-submit to the
+  configured ``spark.master``);
+- :mod:`.operators`: one per file: ``land``, ``land_archive``, ``merge`` (in-process or spark-submit), ``publish``
+  (the cut), ``maintain``; ``base`` holds what they share;
+- :mod:`.sensors`: ``kafka_lag.KafkaLagSensor`` (records waiting in Kafka, or the landing caught up) and
+  ``table_cut.TableCutSensor`` (a lake table consistent up to a moment), both deferrable;
+- :mod:`.triggers`: ``table_cut.TableCutTrigger``, ``kafka_lag.KafkaLagTrigger`` (the waits of deferred sensors);
 - :mod:`.lineage`: per-table assets (``iceberg://<catalog>/<namespace>/<table>``) and OpenLineage datasets;
 - :mod:`.pools`: the per-changefeed merge pools (``airflow pools import``);
 - :mod:`.env`: ``AIRFLOW_HOME`` under ``LAKEHOUSE_HOME`` (standard library only).
@@ -22,17 +24,17 @@ from typing import Any
 from lakehouse_airflow.env import PROJECT_ROOT, airflow_env, apply_airflow_env, lakehouse_home
 
 _LAZY = {
-    "LakehouseHook": "lakehouse_airflow.hooks",
-    "LakehouseSparkSubmitHook": "lakehouse_airflow.hooks",
-    "LandChangefeedOperator": "lakehouse_airflow.operators",
-    "LandArchiveOperator": "lakehouse_airflow.operators",
-    "MergeChangefeedOperator": "lakehouse_airflow.operators",
-    "PublishCutOperator": "lakehouse_airflow.operators",
-    "MaintainOperator": "lakehouse_airflow.operators",
-    "KafkaLagSensor": "lakehouse_airflow.sensors",
-    "TableCutSensor": "lakehouse_airflow.table_cut_sensor",
-    "TableCutTrigger": "lakehouse_airflow.triggers",
-    "KafkaLagTrigger": "lakehouse_airflow.triggers",
+    "LakehouseHook": "lakehouse_airflow.hooks.lakehouse",
+    "LakehouseSparkSubmitHook": "lakehouse_airflow.hooks.spark_submit",
+    "LandChangefeedOperator": "lakehouse_airflow.operators.land",
+    "LandArchiveOperator": "lakehouse_airflow.operators.land_archive",
+    "MergeChangefeedOperator": "lakehouse_airflow.operators.merge",
+    "PublishCutOperator": "lakehouse_airflow.operators.publish",
+    "MaintainOperator": "lakehouse_airflow.operators.maintain",
+    "KafkaLagSensor": "lakehouse_airflow.sensors.kafka_lag",
+    "TableCutSensor": "lakehouse_airflow.sensors.table_cut",
+    "TableCutTrigger": "lakehouse_airflow.triggers.table_cut",
+    "KafkaLagTrigger": "lakehouse_airflow.triggers.kafka_lag",
 }
 
 

@@ -17,13 +17,11 @@ from typing import Any, Optional
 
 from airflow.sdk import DAG, Asset, AssetAlias, Param
 
-from lakehouse_airflow.operators import (
-    LandArchiveOperator,
-    LandChangefeedOperator,
-    MaintainOperator,
-    MergeChangefeedOperator,
-    PublishCutOperator,
-)
+from lakehouse_airflow.operators.land import LandChangefeedOperator
+from lakehouse_airflow.operators.land_archive import LandArchiveOperator
+from lakehouse_airflow.operators.maintain import MaintainOperator
+from lakehouse_airflow.operators.merge import MergeChangefeedOperator
+from lakehouse_airflow.operators.publish import PublishCutOperator
 from lakehouse_airflow.pools import dag_changefeeds, merge_pool, pools_enabled
 
 START_DATE = datetime(2024, 1, 1, tzinfo=timezone.utc)

@@ -2,7 +2,8 @@
 
 Assets: one per Iceberg table, ``iceberg://<catalog>/<namespace>/<table>``, emitted by the publish task through
 an ``AssetAlias`` (the tables are only known at run time: a changefeed creates them as rows arrive), each event
-carrying the table's cut in its ``extra``. A downstream DAG scheduled on ``Asset("iceberg://lake/shop/orders")``
+carrying the table's cut in its ``extra``; a table whose only change in the run is a DDL (created, altered or
+truncated with no rows) gets its event too. A downstream DAG scheduled on ``Asset("iceberg://lake/shop/orders")``
 runs after every merge that changed ``shop.orders``.
 
 OpenLineage (only when the ``apache-airflow-providers-openlineage`` provider is installed and configured; the
@@ -27,8 +28,10 @@ def table_asset_uri(catalog: str, table: str) -> str:
 
 
 def changed_tables(merge_report: Mapping[str, Any]) -> list[str]:
-    """The lake tables a merge changed (rows merged), sorted."""
-    return sorted(set(merge_report.get("tables_merged") or []) | set(merge_report.get("tables") or {}))
+    """The lake tables a merge changed, sorted: rows merged, or only a DDL applied (created, altered, truncated
+    with no rows in the run)."""
+    return sorted(set(merge_report.get("tables_merged") or []) | set(merge_report.get("tables") or {})
+                  | set(merge_report.get("ddl_tables") or []))
 
 
 def table_extra(table: str, metrics: Mapping[str, Any], merge_report: Mapping[str, Any]) -> dict[str, Any]:
@@ -44,6 +47,7 @@ def table_extra(table: str, metrics: Mapping[str, Any], merge_report: Mapping[st
         "rows_written": int(counts.get("written") or 0),
         "rows_removed": int(counts.get("removed") or 0),
         "events": dict(counts.get("events") or {}),
+        "ddl": table in (merge_report.get("ddl_tables") or []),
     }
 
 

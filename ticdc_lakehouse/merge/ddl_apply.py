@@ -193,6 +193,19 @@ def apply_ddl(ctx: "RunContext", record: DDLRecord) -> None:
             ctx.halt(schema, table, record.commit_ts, record.query, f"{type(exc).__name__}: {_short(exc)}")
     if applied and ctx.report is not None:
         ctx.report.ddls_applied.append(f"{record.commit_ts}: {record.query}")
+        for name in _lake_tables(ctx, [touched for change in changes for touched in _touched(change)]):
+            if name not in ctx.report.ddl_tables:
+                ctx.report.ddl_tables.append(name)
+
+
+def _lake_tables(ctx: "RunContext", touched: list[tuple[str, str]]) -> list[str]:
+    """``namespace.table`` of the lake tables a DDL left in place (a dropped or renamed-away table has none)."""
+    names = []
+    for schema, table in touched:
+        namespace, name = ctx.ji.resolve(schema, table)
+        if ctx.ji.table_exists(namespace, name):
+            names.append(f"{namespace}.{name}")
+    return names
 
 
 #: changes of one existing table's columns: all of one statement commit together, with the watermark

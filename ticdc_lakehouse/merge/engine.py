@@ -84,6 +84,8 @@ class MergeReport:
     events_read: int = 0
     tables_merged: list[str] = field(default_factory=list)
     ddls_applied: list[str] = field(default_factory=list)
+    #: lake tables (namespace.table) an applied DDL changed, rows or not: their Airflow assets get an event too
+    ddl_tables: list[str] = field(default_factory=list)
     halted: list[dict[str, Any]] = field(default_factory=list)
     dead_letters: int = 0
     #: partitions held at an undecodable message (merge.on_undecodable = "hold"): topic, partition, offset, error

@@ -1,4 +1,5 @@
-"""Hooks: the deployment's :class:`~ticdc_lakehouse.config.Settings` as Airflow sees them, and spark-submit.
+"""``LakehouseHook``: the deployment's :class:`~ticdc_lakehouse.config.Settings` as Airflow sees them, and the
+reads every lakehouse task shares (a changefeed's name, a table's cut, Kafka lag).
 
 Why a hook: Airflow keeps secrets in connections (or a secrets backend), the project keeps them in the
 environment. ``LakehouseHook`` turns the optional connections into the same ``LAKEHOUSE_*`` environment overrides
@@ -23,9 +24,8 @@ config.
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
-from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 
@@ -118,7 +118,13 @@ def _mask(value: str) -> None:
 
 
 class LakehouseHook(BaseHook):
-    """Resolves the deployment's Settings: defaults, TOML, environment, then Airflow connections."""
+    """Resolves the deployment's Settings (defaults, TOML, environment, then Airflow connections) and reads what
+    the lakehouse tasks share: which changefeed a task means, a lake table's cut, a changefeed's Kafka lag.
+
+    :param lakehouse_conn_id: the Airflow connection with the catalog settings (optional; ``lakehouse_default``)
+    :param config_file: a lakehouse config file (default: ``LAKEHOUSE_CONFIG`` or ``conf/lakehouse.toml``)
+    :param environ: the environment to resolve against (default: ``os.environ``)
+    """
 
     conn_name_attr = "lakehouse_conn_id"
     default_conn_name = "lakehouse_default"
@@ -174,28 +180,86 @@ class LakehouseHook(BaseHook):
         return settings
 
     def get_conn(self):
+        """The Settings (a hook's connection object): see :meth:`get_settings`."""
         return self.get_settings()
+
+    def resolve(self, changefeed: Optional[str] = None) -> tuple[Any, str]:
+        """(Settings, the changefeed's name): ``changefeed`` may be a rendered template, ``None`` or ``"None"``
+        (then the only or first configured changefeed)."""
+        wanted = text_or_none(changefeed)
+        settings = self.get_settings(wanted)
+        return settings, settings.changefeed(wanted).name
+
+    def table_watermark(self, table: str) -> int:
+        """The cut of lake table ``namespace.table``: see :func:`table_watermark`."""
+        return table_watermark(self.get_settings(), table)
+
+    def kafka_lag(self, changefeed: Optional[str] = None, timeout_s: float = 10.0) -> dict[str, Any]:
+        """``{"changefeed", "lag", "partitions": {"topic/partition": records not landed}}`` (see :func:`kafka_lag`)."""
+        settings, name = self.resolve(changefeed)
+        partitions = kafka_lag(settings.changefeed(name), settings.landing_path, timeout_s)
+        return {"changefeed": name, "lag": sum(partitions.values()), "partitions": partitions}
+
+
+def text_or_none(value: Any) -> Optional[str]:
+    """A rendered template as a string; ``None`` for nothing (native rendering turns ``"123"`` into an int and
+    non-native rendering turns ``None`` into ``"None"``)."""
+    if value is None or (isinstance(value, str) and value.strip() in ("", "None")):
+        return None
+    return str(value)
+
+
+def table_watermark(settings, table: str) -> int:
+    """The greatest upstream commit ts (TSO) applied to lake table ``namespace.table`` (0: none yet).
+
+    Read with pyiceberg from the catalog both share, no Spark; maintenance snapshots carry no watermark, so the
+    ancestry is walked back to the newest snapshot that has one (as ``iceberg.java_api.watermark_of`` does in
+    the JVM)."""
+    from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY
+    from ticdc_lakehouse.spark_session import pyiceberg_catalog
+
+    metadata = pyiceberg_catalog(settings).load_table(table).metadata
+    snapshot = metadata.current_snapshot()
+    while snapshot is not None:
+        value = snapshot.summary.get(RESOLVED_TS_PROPERTY) if snapshot.summary is not None else None
+        if value:
+            return int(value)
+        snapshot = (metadata.snapshot_by_id(snapshot.parent_snapshot_id)
+                    if snapshot.parent_snapshot_id is not None else None)
+    return 0
+
+
+def kafka_lag(changefeed, landing_root, timeout_s: float = 10.0,
+              topics: Optional[Sequence[str]] = None) -> dict[str, int]:
+    """``"topic/partition" -> records in Kafka not landed yet`` for the changefeed's topics, computed as the
+    landing does: Kafka's high watermark minus the landed end (or the low watermark when nothing landed)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from ticdc_lakehouse.landing.kafka_source import ClientLog, consumer_config, plan_partition
+    from ticdc_lakehouse.landing.segments import landed_end
+
+    config = consumer_config(changefeed)
+    config["logger"] = ClientLog()  # a down broker: not a thousand librdkafka lines in the task log
+    consumer = Consumer(config)
+    try:
+        lag: dict[str, int] = {}
+        for topic in topics or changefeed.topics:
+            info = consumer.list_topics(topic=topic, timeout=timeout_s).topics.get(topic)
+            if info is None or info.error is not None or not info.partitions:
+                raise RuntimeError(f"topic {topic!r} of changefeed {changefeed.name!r} is not available: "
+                                   f"{info.error if info is not None and info.error else 'no partitions'}")
+            for partition in sorted(info.partitions):
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout_s,
+                                                           cached=False)
+                plan = plan_partition(topic, partition, low, high,
+                                      landed_end(landing_root, changefeed.name, topic, partition))
+                lag[f"{topic}/{partition}"] = max(plan.high - plan.start, 0)
+        return lag
+    finally:
+        consumer.close()
 
 
 def _is_secret(key: str) -> bool:
     from ticdc_lakehouse.config import is_secret_key
 
     return is_secret_key(key)
-
-
-class LakehouseSparkSubmitHook(SparkSubmitHook):
-    """``SparkSubmitHook`` that submits to the lakehouse config's ``spark.master``.
-
-    The provider takes the master from an Airflow connection (``spark_default``, else YARN); the lakehouse
-    config is the single place the master is set, so it wins. The connection, when it exists, still contributes
-    its extras (``deploy-mode``, ``spark-binary``, ...).
-    """
-
-    def __init__(self, *, master: str, **kwargs: Any) -> None:
-        self._lakehouse_master = master
-        super().__init__(**kwargs)
-
-    def _resolve_connection(self) -> dict[str, Any]:
-        data = super()._resolve_connection()
-        data["master"] = self._lakehouse_master
-        return data

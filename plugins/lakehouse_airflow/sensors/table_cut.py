@@ -1,9 +1,9 @@
 """``TableCutSensor``: wait until a lake table is consistent up to a moment, without holding a worker slot.
 
 A downstream DAG that needs "``shop.orders`` complete up to the end of my interval" puts this sensor first. The
-table's cut is its watermark (``tidb.resolved-ts``, see ``triggers.table_watermark``): every upstream change
+table's cut is its watermark (``tidb.resolved-ts``, see ``hooks.lakehouse.table_watermark``): every upstream change
 committed at or before it is in the table. Deferrable by default: after one check in the worker, the wait moves
-to the triggerer (``TableCutTrigger``).
+to the triggerer (``triggers.table_cut.TableCutTrigger``).
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from typing import Any, Optional, Sequence
 from airflow.sdk import BaseSensorOperator
 from airflow.sdk.exceptions import AirflowException
 
-from lakehouse_airflow.hooks import LakehouseHook
-from lakehouse_airflow.triggers import DEFAULT_POLL_SECONDS, TableCutTrigger, table_watermark
+from lakehouse_airflow.operators.base import LakehouseBaseOperator
+from lakehouse_airflow.triggers.base import DEFAULT_POLL_SECONDS
+from lakehouse_airflow.triggers.table_cut import TableCutTrigger
 
 
 def target_tso(min_ts: Any, min_time: Any) -> int:
@@ -31,7 +32,7 @@ def target_tso(min_ts: Any, min_time: Any) -> int:
     return datetime_to_tso(moment)
 
 
-class TableCutSensor(BaseSensorOperator):
+class TableCutSensor(LakehouseBaseOperator, BaseSensorOperator):
     """Done when lake table ``table`` is consistent up to ``min_ts`` (or the moment ``min_time``).
 
     XCom: ``{"table", "resolved_ts", "min_ts", "deferred"}`` (``deferred``: whether it had to wait in the triggerer).
@@ -50,21 +51,15 @@ class TableCutSensor(BaseSensorOperator):
     ui_color = "#fff8dc"
 
     def __init__(self, *, table: str, min_ts: Optional[int | str] = None, min_time: Any = None,
-                 deferrable: bool = True, poll_interval: float = DEFAULT_POLL_SECONDS,
-                 lakehouse_conn_id: str = LakehouseHook.default_conn_name, config_file: Optional[str] = None,
-                 **kwargs: Any) -> None:
+                 deferrable: bool = True, poll_interval: float = DEFAULT_POLL_SECONDS, **kwargs: Any) -> None:
         super().__init__(poke_interval=poll_interval, **kwargs)
         self.table = table
         self.min_ts = min_ts
         self.min_time = min_time
         self.deferrable = deferrable
-        self.poll_interval = poll_interval
-        self.lakehouse_conn_id = lakehouse_conn_id
-        self.config_file = config_file
 
     def _watermark(self) -> int:
-        settings = LakehouseHook(self.lakehouse_conn_id, self.config_file).get_settings()
-        return table_watermark(settings, self.table)
+        return self.lakehouse_hook().table_watermark(self.table)
 
     def poke(self, context) -> bool:
         watermark = self._watermark()
@@ -82,7 +77,7 @@ class TableCutSensor(BaseSensorOperator):
             return {"table": self.table, "resolved_ts": watermark, "min_ts": wanted, "deferred": False}
         self.log.info("%s is consistent up to %s; deferring until it reaches %s", self.table, watermark, wanted)
         self.defer(
-            trigger=TableCutTrigger(self.table, wanted, self.lakehouse_conn_id, self.config_file, self.poll_interval),
+            trigger=TableCutTrigger(self.table, wanted, self.lakehouse_conn_id, self.config_file, self.poke_interval),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout) if self.timeout else None,
         )
