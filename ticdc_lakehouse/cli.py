@@ -330,7 +330,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except Exception as exc:  # noqa: BLE001 - one clear line for the user, the traceback with -v
         if args.verbose:
             raise
-        from ticdc_lakehouse.config import mask_uri_password
+        from ticdc_lakehouse.redaction import mask_uri_password
 
         print(f"error: {type(exc).__name__}: {mask_uri_password(str(exc))}", file=sys.stderr)
         return 1

@@ -63,7 +63,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 from ticdc_lakehouse.config import Settings
 from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY, JavaIceberg, format_version, watermark_of
 from ticdc_lakehouse.iceberg import tables as iceberg_tables
-from ticdc_lakehouse.iceberg.tables import qualified, quote
+from ticdc_lakehouse.sql_names import qualified, quote
 from ticdc_lakehouse.state import NAMESPACE as CONTROL_NAMESPACE
 from ticdc_lakehouse.state import Checkpoint, StateStore
 from ticdc_lakehouse.timetravel import TAG_PREFIX, TSO_LOGICAL_BITS
@@ -91,8 +91,8 @@ class RetentionPolicy:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "RetentionPolicy":
-        raw = settings.raw["maintenance"]
-        return cls(int(raw["retain_cuts_days"]), int(raw["retain_last_cuts"]), int(raw["orphan_older_than_hours"]))
+        options = settings.maintenance
+        return cls(options.retain_cuts_days, options.retain_last_cuts, options.orphan_older_than_hours)
 
 
 # -- pure planning ------------------------------------------------------------------------------------------
@@ -339,7 +339,7 @@ def compact(spark, ji: JavaIceberg, settings: Settings, name: str, dry_run: bool
         result["would_run"] = ["rewrite_data_files", "rewrite_position_delete_files"]
         return result
     options = dict(REWRITE_OPTIONS)
-    options["target-file-size-bytes"] = str(int(settings.merge.get("target_file_size_bytes", 134217728)))
+    options["target-file-size-bytes"] = str(settings.merge.target_file_size_bytes)
     ident = _ident(name)
     rewritten = _call(spark, settings.catalog_name, "rewrite_data_files",
                       f"table => '{ident}', options => {_options(options)}")
@@ -477,7 +477,7 @@ def maintain_changefeed(spark, settings: Settings, changefeed: str, dry_run: boo
             )
     say(f"{changefeed}: {'planning' if dry_run else 'running'} the purge of dropped tables")
     report["dropped_tables_purged"] = purge_graveyard(spark, settings, ji, changefeed, kept, dry_run)
-    hours = float(settings.raw["maintenance"].get("landing_retention_hours") or 0)
+    hours = settings.maintenance.landing_retention_hours
     if hours > 0:
         from ticdc_lakehouse.landing.retention import apply_landing_retention
 

@@ -36,8 +36,7 @@ def land(settings: Settings, changefeed: Optional[str] = None, progress: Progres
 
 
 def accepts_data_loss(settings: Settings) -> bool:
-    value = settings.raw.get("landing", {}).get("accept_data_loss", False)
-    return value.strip().lower() in ("1", "true", "yes", "on") if isinstance(value, str) else bool(value)
+    return settings.landing.accept_data_loss
 
 
 def _landing_progress(progress: Progress):

@@ -99,8 +99,9 @@ def learn_members(spark: Any, jtable: Any, catalog: str, namespace: str, name: s
     finds no number left to convert (numbers are never names, see ``members_to_learn``) and records the docs."""
     from ticdc_lakehouse.iceberg.commit import run_with_snapshot_properties
     from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY, watermark_of
-    from ticdc_lakehouse.iceberg.tables import CHANGEFEED_PROPERTY, qualified, quote
-    from ticdc_lakehouse.merge.changes import NUMBER_PATTERN, names_from_numbers_sql, sql_string
+    from ticdc_lakehouse.iceberg.tables import CHANGEFEED_PROPERTY
+    from ticdc_lakehouse.merge.changes import NUMBER_PATTERN, names_from_numbers_sql
+    from ticdc_lakehouse.sql_names import qualified, quote, sql_string
     from ticdc_lakehouse.mysql_types import column_doc, comment_from_doc
 
     assignments = ", ".join(f"{quote(c)} = {names_from_numbers_sql(quote(c), t.base, t.elements)}"

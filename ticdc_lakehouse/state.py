@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterable, Optional
 
 from ticdc_lakehouse.iceberg import tables as iceberg_tables
-from ticdc_lakehouse.iceberg.tables import quote
+from ticdc_lakehouse.sql_names import quote
 from ticdc_lakehouse.local_frame import local_frame
 
 NAMESPACE = "_lakehouse"
