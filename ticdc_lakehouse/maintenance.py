@@ -61,8 +61,13 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from ticdc_lakehouse.config import Settings
+from ticdc_lakehouse.iceberg import tables as iceberg_tables  # FORMAT_VERSION read at use: tests set it
 from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY, JavaIceberg, format_version, watermark_of
-from ticdc_lakehouse.iceberg import tables as iceberg_tables
+from ticdc_lakehouse.iceberg.tables import CHANGEFEED_PROPERTY
+from ticdc_lakehouse.landing.retention import apply_landing_retention
+from ticdc_lakehouse.locks import LockBusy, changefeed_lock
+from ticdc_lakehouse.merge.ddl_apply import DROPPED_NAMESPACE
+from ticdc_lakehouse.spark_session import get_spark
 from ticdc_lakehouse.sql_names import qualified, quote
 from ticdc_lakehouse.state import NAMESPACE as CONTROL_NAMESPACE
 from ticdc_lakehouse.state import Checkpoint, StateStore
@@ -479,8 +484,6 @@ def maintain_changefeed(spark, settings: Settings, changefeed: str, dry_run: boo
     report["dropped_tables_purged"] = purge_graveyard(spark, settings, ji, changefeed, kept, dry_run)
     hours = settings.maintenance.landing_retention_hours
     if hours > 0:
-        from ticdc_lakehouse.landing.retention import apply_landing_retention
-
         say(f"{changefeed}: {'planning' if dry_run else 'running'} landing-zone retention ({hours:g} h)")
         report["landing_retention"] = apply_landing_retention(
             settings.landing_path, changefeed, latest.restart_offsets, time.time() - hours * 3600, dry_run)
@@ -506,9 +509,6 @@ def plan_graveyard_purge(dropped_tables: Mapping[str, int], kept: Sequence[int],
 
 def graveyard_of(ji: JavaIceberg, changefeed: str) -> dict[str, int]:
     """The changefeed's dropped tables: graveyard name -> the DROP's commit ts (from ``dropped_name``)."""
-    from ticdc_lakehouse.iceberg.tables import CHANGEFEED_PROPERTY
-    from ticdc_lakehouse.merge.ddl_apply import DROPPED_NAMESPACE
-
     found = {}
     for name in ji.list_tables(DROPPED_NAMESPACE):
         ts = name.rsplit("__", 1)[-1]
@@ -522,8 +522,6 @@ def graveyard_of(ji: JavaIceberg, changefeed: str) -> dict[str, int]:
 def purge_graveyard(spark, settings: Settings, ji: JavaIceberg, changefeed: str, kept: Sequence[int],
                     dry_run: bool) -> list[str]:
     """Purge (table and files) the dropped tables ``plan_graveyard_purge`` allows; returns their names."""
-    from ticdc_lakehouse.merge.ddl_apply import DROPPED_NAMESPACE
-
     halts = []
     if ji.table_exists(CONTROL_NAMESPACE, "halted"):
         halts = [h.ddl_ts for h in StateStore(spark, settings.catalog_name).halted(changefeed)]
@@ -598,16 +596,12 @@ def maintain(settings: Settings, changefeed: Optional[str] = None, dry_run: bool
     ages always use the real clock.
     Raises ``locks.LockBusy`` when the changefeed is being merged (nothing was changed then).
     """
-    from ticdc_lakehouse.locks import LockBusy, changefeed_lock
-
     started = time.monotonic()
     say = progress or (lambda message: log.info(message))
     now = now or datetime.now(timezone.utc)
     if now.tzinfo is None:
         now = now.replace(tzinfo=timezone.utc)
     if spark is None:
-        from ticdc_lakehouse.spark_session import get_spark
-
         spark = get_spark(settings, "lakehouse-maintain")
     policy = RetentionPolicy.from_settings(settings)
     names = [settings.changefeed(changefeed).name] if changefeed else _known_changefeeds(spark, settings)
