@@ -1,4 +1,9 @@
-"""``lakehouse``: the command line. Thin: every command calls the same library functions as the Airflow tasks."""
+"""``lakehouse``: the command line. Thin: every command calls the same library functions as the Airflow tasks.
+
+Each command imports what it runs inside its function, on purpose: ``lakehouse --help``, ``status`` and a
+mistyped option answer in a fraction of a second instead of loading pyspark, pyarrow and the merge engine first
+(``tests/test_import_graph.py`` still counts those imports, so they can hide no circle).
+"""
 
 from __future__ import annotations
 
