@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ticdc_lakehouse.config import load_settings, mask_uri_password
+from ticdc_lakehouse.config import load_settings
+from ticdc_lakehouse.redaction import mask_uri_password
 
 
 def test_defaults_live_under_lakehouse_home(tmp_path):
@@ -31,8 +32,8 @@ def test_file_then_environment_override(tmp_path):
     }
     settings = load_settings(config, env=env)
     assert settings.catalog_uri == "jdbc:postgresql://db:5432/lake"
-    assert settings.spark["master"] == "spark://m:7077"
-    assert settings.merge["bucket_count"] == 8
+    assert settings.spark.master == "spark://m:7077"
+    assert settings.merge.bucket_count == 8
     assert settings.changefeed("shop").topics == ("t1", "t2")
     assert settings.changefeed().protocol == "craft"
     assert settings.table_option("shop", "orders", "write_mode") == "copy-on-write"

@@ -168,7 +168,7 @@ def test_the_containers_config_resolves_to_the_production_settings(compose, serv
     assert conf["spark.sql.catalog.lake.s3.endpoint"] == "http://minio:9000"
     assert conf["spark.sql.catalog.lake.s3.path-style-access"] == "true"
     assert "-Daws.requestChecksumCalculation=when_required" in conf["spark.driver.extraJavaOptions"]
-    assert settings.spark["submit"] == "spark-submit"
+    assert settings.spark.submit == "spark-submit"
     assert list(settings.changefeeds) == list(lakehouse_toml["changefeeds"])
     assert settings.raw["maintenance"]["schedule"] == "@daily"
     assert "lakehouse" not in str(settings.masked()["catalog"]["password"])

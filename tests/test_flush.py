@@ -6,7 +6,7 @@ import pytest
 
 from tests.lake_helpers import backfill_open_protocol_runs, create_app_table, lake_rows
 from ticdc_lakehouse.iceberg.tables import TargetTable
-from ticdc_lakehouse.merge.changes import TargetColumn
+from ticdc_lakehouse.iceberg.columns import TargetColumn
 from ticdc_lakehouse.merge.flush import STAGED_MAX_EVENTS, can_stage, merge_sql
 from ticdc_lakehouse.model import DELETE, INSERT, UPDATE, Position, ResolvedEvent, RowChange
 

@@ -98,7 +98,7 @@ def test_other_protocols_backfill_equal_upstream(spark, tmp_path, monkeypatch, l
 
     monkeypatch.setenv("LAKEHOUSE__MERGE__PARALLEL_TABLES", str(parallel_tables))
     settings = load_settings()
-    assert settings.merge["parallel_tables"] == parallel_tables
+    assert settings.merge.parallel_tables == parallel_tables
     archive = tmp_path / "archive"
     workload = _phase_one(seed=9)
     write_to_archive(workload, archive, TOPIC, protocol, compression="lz4")

@@ -251,7 +251,7 @@ def test_large_message_settings_show_when_set_with_secrets_masked(lake):
     feed = _feed(lake.status)
     assert feed["large_messages"] == {"compression": "none", "claim_check_storage_uri": ""}
     assert "large messages" not in render_status(lake.status)
-    from ticdc_lakehouse.config import mask_uri_password
+    from ticdc_lakehouse.redaction import mask_uri_password
 
     uri = mask_uri_password("s3://claims/p?endpoint=http://minio:9000&secret-access-key=hunter2")
     shown = dict(lake.status, changefeeds=[dict(feed, large_messages={"compression": "lz4",

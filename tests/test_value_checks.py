@@ -10,7 +10,7 @@ import pytest
 from ticdc_lakehouse.column_defaults import UnknownDefault, existing_row_value
 from ticdc_lakehouse.decode.open_protocol import OpenProtocolDecoder, keep_negative_zero
 from ticdc_lakehouse.encode.open_protocol import OpenProtocolEncoder
-from ticdc_lakehouse.merge.changes import TargetColumn
+from ticdc_lakehouse.iceberg.columns import TargetColumn
 from ticdc_lakehouse.merge.staged_stats import StatsFolder, finish
 from ticdc_lakehouse.merge.value_checks import decimal_pattern, value_problem_sql
 from ticdc_lakehouse.model import INSERT, Message, Position, RowChange

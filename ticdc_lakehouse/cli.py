@@ -1,4 +1,9 @@
-"""``lakehouse``: the command line. Thin: every command calls the same library functions as the Airflow tasks."""
+"""``lakehouse``: the command line. Thin: every command calls the same library functions as the Airflow tasks.
+
+Each command imports what it runs inside its function, on purpose: ``lakehouse --help``, ``status`` and a
+mistyped option answer in a fraction of a second instead of loading pyspark, pyarrow and the merge engine first
+(``tests/test_import_graph.py`` still counts those imports, so they can hide no circle).
+"""
 
 from __future__ import annotations
 
@@ -331,7 +336,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except Exception as exc:  # noqa: BLE001 - one clear line for the user, the traceback with -v
         if args.verbose:
             raise
-        from ticdc_lakehouse.config import mask_uri_password
+        from ticdc_lakehouse.redaction import mask_uri_password
 
         print(f"error: {type(exc).__name__}: {mask_uri_password(str(exc))}", file=sys.stderr)
         return 1

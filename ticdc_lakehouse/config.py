@@ -5,20 +5,25 @@ landing zone and the Airflow home, so two deployments never share state and dele
 
 Precedence, lowest first: embedded defaults, ``conf/lakehouse.toml`` (or the file named by ``LAKEHOUSE_CONFIG``),
 then environment variables ``LAKEHOUSE__<SECTION>__<KEY>`` (for example ``LAKEHOUSE__CATALOG__URI``) and the
-short forms listed in ``ENV_SHORTCUTS``. Secrets (passwords, SASL, registry credentials) are read from the
+short forms listed in ``ENV_SHORTCUTS``. Each ``[section]`` is a frozen dataclass below owning its keys, defaults and
+checks (``Settings.merge.target_file_size_bytes``); a key no section has is an error naming the closest one. Secrets (passwords, SASL, registry credentials) are read from the
 environment only and are masked whenever a config is printed.
 """
 
 from __future__ import annotations
 
 import copy
+import difflib
 import os
+import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional, get_type_hints
 
+from ticdc_lakehouse import PROJECT_ROOT
 from ticdc_lakehouse.decode.large_messages import LargeMessageOptions
+from ticdc_lakehouse.redaction import mask_secrets
 
 if TYPE_CHECKING:
     from ticdc_lakehouse.landing.storage import Location
@@ -28,55 +33,171 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG_FILE = PROJECT_ROOT / "conf" / "lakehouse.toml"
 
-DEFAULTS: dict[str, Any] = {
-    "catalog": {"name": "lake", "uri": "", "user": "", "password": "", "warehouse": ""},
-    # accept_data_loss: offsets Kafka deleted before they landed are recorded (status shows them) and landing
-    # goes on past them; false (the default) stops those partitions there and the run exits non-zero
-    "landing": {"path": "", "accept_data_loss": False},
-    # files and directories the lakehouse creates (landing zone, warehouse, SQLite catalog) get at most the
-    # permissions this umask leaves, added to the process's own umask: "077" owner-only, "027" group-readable
-    "storage": {"umask": "077"},
-    # the S3 API of an s3:// warehouse (object_storage.py); credentials from the AWS SDK chain (AWS_* env)
-    "s3": {"endpoint": "", "path_style_access": False, "region": "", "checksums": "when_supported"},
-    "spark": {
-        "master": "local[*]",
-        "app_name": "ticdc-lakehouse",
-        "driver_memory": "2g",
-        "executor_memory": "2g",
-        "shuffle_partitions": 4,
-        "conf": {},
-        "submit": "in-process",  # or "spark-submit" (Airflow SparkSubmitOperator to spark.master)
-        "class_archive": True,  # map the driver JVM's class archive built by setup (see jvm_archive)
-        # extra driver JVM options; the default lets C2 compile only really hot code (see spark_session)
-        "driver_java_options": "-XX:Tier4InvocationThreshold=50000 -XX:Tier4CompileThreshold=60000 "
-                               "-XX:Tier4BackEdgeThreshold=400000",
-    },
-    "merge": {
-        "write_mode": "merge-on-read",  # per table override in [tables."schema.table"]
-        "bucket_count": 16,
-        "lock_timeout_seconds": 0,
-        "parallel_tables": 4,  # tables applied at once in the final flush of a run (1: one after the other)
-        "target_file_size_bytes": 134217728,
-        # a message that cannot be decoded: "dead-letter" (record it, go on) or "hold" (stop its partition there
-        # until it decodes or an operator skips it: nothing is applied out of order or lost)
-        "on_undecodable": "dead-letter",
-    },
-    "maintenance": {"retain_cuts_days": 7, "retain_last_cuts": 10, "orphan_older_than_hours": 24, "schedule": "@daily",
-                    # landed segments every merge is past are deleted once older than this (0: kept forever)
-                    "landing_retention_hours": 0},
-    "airflow": {
-        "schedule": "*/10 * * * *",
-        "retries": 3,
-        "retry_delay_seconds": 60,
-        "max_retry_delay_seconds": 3600,
-        "merge_pools": True,  # merges of one changefeed also queue in an Airflow pool with one slot
-    },
-    "changefeeds": {},
-    "tables": {},
+TRUE_WORDS = ("1", "true", "yes", "on")
+
+
+def _flag(value: Any) -> bool:
+    """A boolean setting as TOML (a bool) or the environment (a word) gives it."""
+    return value.strip().lower() in TRUE_WORDS if isinstance(value, str) else bool(value)
+
+
+def _convert(value: Any, kind: Any) -> Any:
+    if kind is bool:
+        return _flag(value)
+    if kind is int:
+        return int(value)
+    if kind is float:
+        return float(value or 0)
+    if kind is str:
+        return str(value)
+    return value  # mappings (free-form sections) as given
+
+
+class Section:
+    """One ``[section]`` of the configuration: a frozen dataclass whose fields are its keys and their defaults.
+
+    ``from_values`` converts what TOML or the environment gave to each field's type and checks it (``check``), so
+    a use site reads a typed attribute and repeats no default and no check."""
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any]) -> Any:
+        types = get_type_hints(cls)
+        section = cls(**{item.name: _convert(values[item.name], types[item.name])
+                         for item in fields(cls) if item.name in values})
+        section.check()
+        return section
+
+    def check(self) -> None:
+        """Raise ``ValueError`` (one line, naming the key) for a value the product cannot run with."""
+
+
+@dataclass(frozen=True)
+class CatalogSection(Section):
+    name: str = "lake"
+    uri: str = ""  # default: jdbc:sqlite under LAKEHOUSE_HOME (Settings.catalog_uri)
+    user: str = ""
+    password: str = ""
+    warehouse: str = ""  # default: LAKEHOUSE_HOME/warehouse (Settings.warehouse)
+
+
+@dataclass(frozen=True)
+class LandingSection(Section):
+    path: str = ""  # default: LAKEHOUSE_HOME/landing (Settings.landing_path)
+    #: offsets Kafka deleted before they landed are recorded (status shows them) and landing goes on past them;
+    #: false (the default) stops those partitions there and the run exits non-zero
+    accept_data_loss: bool = False
+
+
+@dataclass(frozen=True)
+class StorageSection(Section):
+    #: files and directories the lakehouse creates (landing zone, warehouse, SQLite catalog) get at most the
+    #: permissions this umask leaves, added to the process's own umask: "077" owner-only, "027" group-readable
+    umask: str = "077"
+
+    @property
+    def umask_bits(self) -> int:
+        """``umask`` as a number ("077" -> 0o077)."""
+        text = self.umask.strip() or "0"
+        try:
+            value = int(text, 8)
+        except ValueError:
+            raise ValueError(f"storage.umask must be an octal umask like \"077\" or \"027\", not {text!r}") from None
+        if not 0 <= value <= 0o777:
+            raise ValueError(f"storage.umask {text!r} is out of range (000-777)")
+        return value
+
+
+@dataclass(frozen=True)
+class S3Section(Section):
+    """The S3 API of an s3:// warehouse or landing zone (object_storage.py); credentials from the AWS SDK chain."""
+
+    endpoint: str = ""
+    path_style_access: bool = False
+    region: str = ""
+    checksums: str = "when_supported"
+
+
+@dataclass(frozen=True)
+class SparkSection(Section):
+    master: str = "local[*]"
+    app_name: str = "ticdc-lakehouse"
+    driver_memory: str = "2g"
+    executor_memory: str = "2g"
+    shuffle_partitions: int = 4
+    conf: Mapping[str, Any] = field(default_factory=dict)  # free-form: passed on to Spark as given
+    submit: str = "in-process"  # or "spark-submit" (Airflow SparkSubmitOperator to spark.master)
+    class_archive: bool = True  # map the driver JVM's class archive built by setup (see jvm_archive)
+    #: extra driver JVM options; the default lets C2 compile only really hot code (see spark_session)
+    driver_java_options: str = ("-XX:Tier4InvocationThreshold=50000 -XX:Tier4CompileThreshold=60000 "
+                                "-XX:Tier4BackEdgeThreshold=400000")
+
+
+#: what a message that cannot be decoded does: "dead-letter" (record it, go on) or "hold" (stop its partition
+#: there until it decodes or an operator skips it: nothing is applied out of order or lost)
+UNDECODABLE_MODES = ("dead-letter", "hold")
+
+
+@dataclass(frozen=True)
+class MergeSection(Section):
+    """``[merge]``, and the fallback of every ``[tables."schema.table"]`` section."""
+
+    write_mode: str = "merge-on-read"  # per table override in [tables."schema.table"]
+    bucket_count: int = 16
+    lock_timeout_seconds: float = 0
+    parallel_tables: int = 4  # tables applied at once in the final flush of a run (1: one after the other)
+    target_file_size_bytes: int = 134217728
+    on_undecodable: str = "dead-letter"  # one of UNDECODABLE_MODES
+
+    @property
+    def holding(self) -> bool:
+        """An undecodable message or an invalid value halts its partition or table (``on_undecodable = "hold"``);
+        checked where it is read, as before: a wrong mode fails the merge, not every command."""
+        if self.on_undecodable not in UNDECODABLE_MODES:
+            raise ValueError(f"merge.on_undecodable must be 'dead-letter' or 'hold', not {self.on_undecodable!r}")
+        return self.on_undecodable == "hold"
+
+
+@dataclass(frozen=True)
+class MaintenanceSection(Section):
+    retain_cuts_days: int = 7
+    retain_last_cuts: int = 10
+    orphan_older_than_hours: int = 24
+    schedule: str = "@daily"
+    #: landed segments every merge is past are deleted once older than this (0: kept forever)
+    landing_retention_hours: float = 0
+
+
+@dataclass(frozen=True)
+class AirflowSection(Section):
+    schedule: str = "*/10 * * * *"
+    retries: int = 3
+    retry_delay_seconds: float = 60
+    max_retry_delay_seconds: float = 3600
+    merge_pools: bool = True  # merges of one changefeed also queue in an Airflow pool with one slot
+
+
+#: the typed sections by name, in the order a config file lists them
+SECTIONS: dict[str, type[Section]] = {
+    "catalog": CatalogSection,
+    "landing": LandingSection,
+    "storage": StorageSection,
+    "s3": S3Section,
+    "spark": SparkSection,
+    "merge": MergeSection,
+    "maintenance": MaintenanceSection,
+    "airflow": AirflowSection,
 }
+
+
+def _defaults_of(section: type[Section]) -> dict[str, Any]:
+    return {item.name: copy.deepcopy(getattr(section(), item.name)) for item in fields(section)}
+
+
+#: the embedded defaults as one tree (what a config file can set), read off the section dataclasses
+DEFAULTS: dict[str, Any] = {**{name: _defaults_of(cls) for name, cls in SECTIONS.items()},
+                            "changefeeds": {}, "tables": {}}
 
 DEFAULT_CHANGEFEED: dict[str, Any] = {
     "protocol": "open",
@@ -117,9 +238,6 @@ class ConfigError(ValueError):
     """The configuration names a key the product does not know (a typo would otherwise be ignored silently)."""
 
 
-SECRET_WORDS = ("password", "secret", "sasl", "token", "credential", "user.info", "basic.auth")
-
-
 @dataclass(frozen=True)
 class ChangefeedConfig:
     name: str
@@ -140,60 +258,68 @@ class ChangefeedConfig:
 
 @dataclass(frozen=True)
 class Settings:
-    """The resolved configuration of one deployment."""
+    """The resolved configuration of one deployment: one typed section per ``[section]`` of the file.
+
+    ``raw`` is the same configuration as a tree (defaults, file and environment merged): what ``masked()``
+    prints and what the S3 helpers read."""
 
     home: Path
     raw: Mapping[str, Any]
     source_file: Optional[Path] = None
     changefeeds: Mapping[str, ChangefeedConfig] = field(default_factory=dict)
+    catalog: CatalogSection = field(default_factory=CatalogSection)
+    landing: LandingSection = field(default_factory=LandingSection)
+    storage: StorageSection = field(default_factory=StorageSection)
+    s3: S3Section = field(default_factory=S3Section)
+    spark: SparkSection = field(default_factory=SparkSection)
+    merge: MergeSection = field(default_factory=MergeSection)
+    maintenance: MaintenanceSection = field(default_factory=MaintenanceSection)
+    airflow: AirflowSection = field(default_factory=AirflowSection)
+    #: ``[tables."schema.table"]``: the ``[merge]`` settings of one table, with that section's overrides
+    tables: Mapping[str, MergeSection] = field(default_factory=dict)
 
     @property
     def catalog_name(self) -> str:
-        return self.raw["catalog"]["name"]
+        return self.catalog.name
 
     @property
     def catalog_uri(self) -> str:
-        return self.raw["catalog"]["uri"] or f"jdbc:sqlite:{self.home / 'catalog.db'}"
+        return self.catalog.uri or f"jdbc:sqlite:{self.home / 'catalog.db'}"
 
     @property
     def catalog_user(self) -> str:
-        return self.raw["catalog"]["user"]
+        return self.catalog.user
 
     @property
     def catalog_password(self) -> str:
-        return self.raw["catalog"]["password"]
+        return self.catalog.password
 
     @property
     def warehouse(self) -> str:
-        return self.raw["catalog"]["warehouse"] or str(self.home / "warehouse")
+        return self.catalog.warehouse or str(self.home / "warehouse")
 
     @property
     def landing_path(self) -> "Location":
         """A local path, or an ``ObjectPath`` for ``s3://bucket/prefix`` (with the ``[s3]`` settings)."""
-        from ticdc_lakehouse.landing.storage import landing_location  # here: landing imports this module
+        # here, not at the top: the landing package loads pyarrow, which readers of the configuration alone
+        # (Airflow parsing DAG files, the CLI's start) should not pay for
+        from ticdc_lakehouse.landing.storage import landing_location
 
-        return landing_location(str(self.raw["landing"]["path"] or self.home / "landing"), self.raw, self.home)
+        return landing_location(str(self.landing.path or self.home / "landing"), self.raw, self.home)
 
-    @property
-    def spark(self) -> Mapping[str, Any]:
-        return self.raw["spark"]
-
-    @property
-    def merge(self) -> Mapping[str, Any]:
-        return self.raw["merge"]
+    def table_merge(self, schema: str, table: str) -> MergeSection:
+        """The ``[merge]`` settings of one table: ``[tables."schema.table"]`` over ``[merge]``."""
+        return self.tables.get(f"{schema}.{table}", self.merge)
 
     def table_layout(self, schema: str, table: str) -> tuple[str, int]:
         """The write mode and bucket count a lake table is created with (``[tables."schema.table"]`` or
         ``[merge]``)."""
-        return (str(self.table_option(schema, table, "write_mode", "merge-on-read")),
-                int(self.table_option(schema, table, "bucket_count", 16)))
+        options = self.table_merge(schema, table)
+        return options.write_mode, options.bucket_count
 
-    def table_option(self, schema: str, table: str, key: str, default: Any = None) -> Any:
-        """A per-table setting from ``[tables."schema.table"]``, else ``[merge]``, else ``default``."""
-        per_table = self.raw.get("tables", {}).get(f"{schema}.{table}", {})
-        if key in per_table:
-            return per_table[key]
-        return self.raw["merge"].get(key, default)
+    def table_option(self, schema: str, table: str, key: str) -> Any:
+        """A per-table setting from ``[tables."schema.table"]``, else ``[merge]``."""
+        return getattr(self.table_merge(schema, table), key)
 
     def changefeed(self, name: Optional[str] = None) -> ChangefeedConfig:
         """The named changefeed, or the only/first one; ``default`` (Open Protocol) when none is configured."""
@@ -221,7 +347,7 @@ def _deep_merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, 
 
 def _coerce(text: str, like: Any) -> Any:
     if isinstance(like, bool):
-        return text.strip().lower() in ("1", "true", "yes", "on")
+        return _flag(text)
     if isinstance(like, int):
         return int(text)
     if isinstance(like, (list, tuple)):
@@ -251,8 +377,6 @@ def _valid_keys(path: tuple[str, ...]) -> Optional[list[str]]:
 
 def unknown_key(path: tuple[str, ...]) -> Optional[str]:
     """Why the dotted key ``path`` is not a setting (naming the closest valid key, by difflib), or None."""
-    import difflib
-
     for depth in range(len(path)):
         valid = _valid_keys(path[:depth])
         if valid is None:
@@ -315,8 +439,6 @@ def _apply_env(raw: dict[str, Any], env: Mapping[str, str]) -> None:
 
 def _expand_env(value: Any, env: Mapping[str, str]) -> Any:
     """``"${KAFKA_SASL_PASSWORD}"`` in the config file is read from the environment, so secrets stay out of files."""
-    import re
-
     if isinstance(value, dict):
         return {k: _expand_env(v, env) for k, v in value.items()}
     if isinstance(value, list):
@@ -352,13 +474,10 @@ def _changefeed(name: str, values: Mapping[str, Any]) -> ChangefeedConfig:
 
 
 def _large_messages(name: str, merged: Mapping[str, Any]) -> LargeMessageOptions:
-    raw_value = merged["claim_check_raw_value"]
-    if isinstance(raw_value, str):
-        raw_value = _coerce(raw_value, False)
     try:
         return LargeMessageOptions(compression=str(merged["large_message_compression"] or "none").lower(),
                                    claim_check_storage_uri=str(merged["claim_check_storage_uri"] or ""),
-                                   claim_check_raw_value=bool(raw_value))
+                                   claim_check_raw_value=_flag(merged["claim_check_raw_value"]))
     except ValueError as exc:
         raise ValueError(f"changefeed {name!r}: {exc}") from None
 
@@ -379,33 +498,7 @@ def load_settings(config_file: Optional[str | Path] = None, env: Optional[Mappin
     elif config_file or env.get("LAKEHOUSE_CONFIG"):
         raise FileNotFoundError(f"config file {path} does not exist")
     _apply_env(raw, env)
-    changefeeds = {name: _changefeed(name, values) for name, values in raw.get("changefeeds", {}).items()}
-    return Settings(home=home, raw=raw, source_file=source, changefeeds=changefeeds)
-
-
-def is_secret_key(key: str) -> bool:
-    lowered = key.lower()
-    return any(word in lowered for word in SECRET_WORDS)
-
-
-def mask_secrets(value: Any, key: str = "") -> Any:
-    """Replace every secret-looking value (by key name, or a password inside a URI) with ``***``."""
-    if isinstance(value, Mapping):
-        return {k: mask_secrets(v, str(k)) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [mask_secrets(v, key) for v in value]
-    if key and is_secret_key(key) and value not in ("", None):
-        return "***"
-    if isinstance(value, str):
-        return mask_uri_password(value)
-    return value
-
-
-def mask_uri_password(text: str) -> str:
-    """``postgresql://u:pw@h/db`` -> ``postgresql://u:***@h/db``; also query parameters whose name says secret
-    (``password=``, ``secret-access-key=``, ``access-key=``, ``session-token=`` ...: TiCDC's S3 URIs carry them)."""
-    import re
-
-    text = re.sub(r"(://[^:/@\s]+:)[^@\s]+(@)", r"\1***\2", text)
-    return re.sub(r"((?:^|[?&;])[\w.-]*(?:password|secret|token|access[-_]key|credential)[\w.-]*=)[^&;\s]+",
-                  r"\1***", text, flags=re.IGNORECASE)
+    changefeeds = {name: _changefeed(name, values) for name, values in raw["changefeeds"].items()}
+    sections = {name: section.from_values(raw[name]) for name, section in SECTIONS.items()}
+    tables = {name: MergeSection.from_values({**raw["merge"], **values}) for name, values in raw["tables"].items()}
+    return Settings(home=home, raw=raw, source_file=source, changefeeds=changefeeds, tables=tables, **sections)

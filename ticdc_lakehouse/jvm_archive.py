@@ -4,8 +4,9 @@ Every merge run starts a fresh driver JVM, which loads, parses and verifies some
 Iceberg, Parquet, Arrow) before and during its first jobs: about 4 seconds of a 2-core machine, paid by every
 scheduled run however little it has to merge. Java 17 can write the classes a JVM loaded into an archive when it
 exits (``-XX:ArchiveClassesAtExit``) and map that archive into later JVMs (``-XX:SharedArchiveFile``), which then
-skip the parsing and verification. ``make setup`` trains one with a small merge (``python -m
-ticdc_lakehouse.jvm_archive``); every session of this installation then uses it.
+skip the parsing and verification. ``make setup`` trains one with a small merge (``python
+scripts/train_class_archive.py``: the trainer runs a whole backfill, so it lives outside the package and the
+session factory, which imports this module, never imports the pipeline); every session then uses it.
 
 The archive is only valid for the JVM build and the jars it was trained with: its name carries a digest of both,
 so an upgraded JDK, pyspark or Iceberg jar simply finds no archive (and setup trains a new one). A JVM that
@@ -19,10 +20,8 @@ import hashlib
 import os
 import shutil
 import sys
-import tempfile
-import time
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Iterable, Optional
 
 #: set by the trainer: the driver JVM writes its archive to this path when it exits, instead of reading one
 DUMP_ENV = "LAKEHOUSE_JVM_ARCHIVE_DUMP"
@@ -82,89 +81,3 @@ def driver_java_options(jars: Iterable[str], enabled: bool = True) -> str:
     if path is None or not path.is_file():
         return ""
     return f"-XX:SharedArchiveFile={path} {_QUIET}"
-
-
-def _exercise(settings: Any, home: Path) -> None:
-    """A small merge that loads what real runs load: landing an archived topic, decoding in Python workers,
-    DDL, MERGE, snapshot properties, time travel."""
-    from ticdc_lakehouse.pipeline import backfill
-    from ticdc_lakehouse.spark_session import get_spark
-    from ticdc_lakehouse.timetravel import as_of_sql
-    from ticdc_lakehouse.workload import Workload, write_to_archive
-
-    spark = get_spark(settings, "lakehouse-class-archive")
-    workload = Workload(seed=3, partitions=2)
-    workload.run_script(transactions=12)
-    write_to_archive(workload, home / "archive", "ticdc", "open")
-    backfill(settings, home / "archive", protocol="open", spark=spark)
-    cut = workload.global_resolved_ts()
-    spark.sql(as_of_sql(spark, settings, "SELECT count(*) FROM shop.orders", tso=cut)).collect()
-
-
-def train(timeout_s: float = 600) -> Optional[Path]:
-    """Write the archive for this installation (nothing when it exists already); returns its path."""
-    from ticdc_lakehouse.config import load_settings
-    from ticdc_lakehouse.spark_session import spark_plan
-
-    with tempfile.TemporaryDirectory(prefix="lakehouse-class-archive-") as scratch:
-        home = Path(scratch)
-        settings = load_settings(env={"LAKEHOUSE_HOME": str(home), "LAKEHOUSE_CONFIG": ""})
-        target = archive_path(spark_plan(settings).jars)
-        if target is None or target.is_file():
-            return target
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = home / "driver.jsa"
-        os.environ[DUMP_ENV] = str(partial)
-        try:
-            _exercise(settings, home)
-        finally:
-            del os.environ[DUMP_ENV]
-            _exit_jvm()
-        deadline = time.monotonic() + timeout_s
-        while not partial.is_file() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        if not partial.is_file():
-            return None
-        staged = target.with_suffix(".jsa.tmp")
-        shutil.copyfile(partial, staged)
-        os.replace(staged, target)  # whole or absent: a reader never maps a half-written archive
-        for stale in target.parent.glob("spark-driver-*.jsa"):
-            if stale != target:
-                stale.unlink(missing_ok=True)
-        return target
-
-
-def _exit_jvm() -> None:
-    """Stop Spark and let the driver JVM exit (it writes its archive on the way out), and wait for it."""
-    from pyspark import SparkContext
-    from pyspark.sql import SparkSession
-
-    from ticdc_lakehouse.iceberg.commit import shutdown_callback_server
-
-    session = SparkSession.getActiveSession()
-    if session is not None:
-        shutdown_callback_server(session)  # or stop() waits on it
-        session.stop()
-    gateway = SparkContext._gateway
-    if gateway is None:
-        return
-    try:
-        gateway.jvm.java.lang.System.exit(0)
-    except Exception:  # noqa: BLE001 - the JVM went away mid-call, as asked
-        pass
-    process = getattr(gateway, "proc", None)
-    if process is not None:
-        process.wait(timeout=600)
-
-
-def main() -> int:
-    path = train()
-    if path is None:
-        print("class archive: not written (no JVM found, or the JVM wrote none): runs start without one")
-        return 1
-    print(f"class archive: {path} ({path.stat().st_size / 2**20:.0f} MiB)")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -146,7 +146,7 @@ def changefeed_lock(settings: Settings, changefeed: str, spark=None, purpose: st
     """The changefeed's lock; with ``spark`` also its :func:`driver_lock` (a caller that takes the lock before
     Spark starts takes the driver lock on its own once it has a session). ``purpose`` (merge, maintenance,
     create-tables) is recorded with the lock, so whoever finds it taken is told what holds it."""
-    timeout = float(settings.merge.get("lock_timeout_seconds", 0) or 0)
+    timeout = settings.merge.lock_timeout_seconds
     if settings.catalog_uri.startswith("jdbc:postgresql:"):
         process_lock = _postgres_lock(settings, changefeed, timeout, purpose)
     else:

@@ -61,9 +61,14 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from ticdc_lakehouse.config import Settings
+from ticdc_lakehouse.iceberg import tables as iceberg_tables  # FORMAT_VERSION read at use: tests set it
 from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY, JavaIceberg, format_version, watermark_of
-from ticdc_lakehouse.iceberg import tables as iceberg_tables
-from ticdc_lakehouse.iceberg.tables import qualified, quote
+from ticdc_lakehouse.iceberg.tables import CHANGEFEED_PROPERTY
+from ticdc_lakehouse.landing.retention import apply_landing_retention
+from ticdc_lakehouse.locks import LockBusy, changefeed_lock
+from ticdc_lakehouse.merge.ddl_apply import DROPPED_NAMESPACE
+from ticdc_lakehouse.spark_session import get_spark
+from ticdc_lakehouse.sql_names import qualified, quote
 from ticdc_lakehouse.state import NAMESPACE as CONTROL_NAMESPACE
 from ticdc_lakehouse.state import Checkpoint, StateStore
 from ticdc_lakehouse.timetravel import TAG_PREFIX, TSO_LOGICAL_BITS
@@ -91,8 +96,8 @@ class RetentionPolicy:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "RetentionPolicy":
-        raw = settings.raw["maintenance"]
-        return cls(int(raw["retain_cuts_days"]), int(raw["retain_last_cuts"]), int(raw["orphan_older_than_hours"]))
+        options = settings.maintenance
+        return cls(options.retain_cuts_days, options.retain_last_cuts, options.orphan_older_than_hours)
 
 
 # -- pure planning ------------------------------------------------------------------------------------------
@@ -339,7 +344,7 @@ def compact(spark, ji: JavaIceberg, settings: Settings, name: str, dry_run: bool
         result["would_run"] = ["rewrite_data_files", "rewrite_position_delete_files"]
         return result
     options = dict(REWRITE_OPTIONS)
-    options["target-file-size-bytes"] = str(int(settings.merge.get("target_file_size_bytes", 134217728)))
+    options["target-file-size-bytes"] = str(settings.merge.target_file_size_bytes)
     ident = _ident(name)
     rewritten = _call(spark, settings.catalog_name, "rewrite_data_files",
                       f"table => '{ident}', options => {_options(options)}")
@@ -477,10 +482,8 @@ def maintain_changefeed(spark, settings: Settings, changefeed: str, dry_run: boo
             )
     say(f"{changefeed}: {'planning' if dry_run else 'running'} the purge of dropped tables")
     report["dropped_tables_purged"] = purge_graveyard(spark, settings, ji, changefeed, kept, dry_run)
-    hours = float(settings.raw["maintenance"].get("landing_retention_hours") or 0)
+    hours = settings.maintenance.landing_retention_hours
     if hours > 0:
-        from ticdc_lakehouse.landing.retention import apply_landing_retention
-
         say(f"{changefeed}: {'planning' if dry_run else 'running'} landing-zone retention ({hours:g} h)")
         report["landing_retention"] = apply_landing_retention(
             settings.landing_path, changefeed, latest.restart_offsets, time.time() - hours * 3600, dry_run)
@@ -506,9 +509,6 @@ def plan_graveyard_purge(dropped_tables: Mapping[str, int], kept: Sequence[int],
 
 def graveyard_of(ji: JavaIceberg, changefeed: str) -> dict[str, int]:
     """The changefeed's dropped tables: graveyard name -> the DROP's commit ts (from ``dropped_name``)."""
-    from ticdc_lakehouse.iceberg.tables import CHANGEFEED_PROPERTY
-    from ticdc_lakehouse.merge.ddl_apply import DROPPED_NAMESPACE
-
     found = {}
     for name in ji.list_tables(DROPPED_NAMESPACE):
         ts = name.rsplit("__", 1)[-1]
@@ -522,8 +522,6 @@ def graveyard_of(ji: JavaIceberg, changefeed: str) -> dict[str, int]:
 def purge_graveyard(spark, settings: Settings, ji: JavaIceberg, changefeed: str, kept: Sequence[int],
                     dry_run: bool) -> list[str]:
     """Purge (table and files) the dropped tables ``plan_graveyard_purge`` allows; returns their names."""
-    from ticdc_lakehouse.merge.ddl_apply import DROPPED_NAMESPACE
-
     halts = []
     if ji.table_exists(CONTROL_NAMESPACE, "halted"):
         halts = [h.ddl_ts for h in StateStore(spark, settings.catalog_name).halted(changefeed)]
@@ -598,16 +596,12 @@ def maintain(settings: Settings, changefeed: Optional[str] = None, dry_run: bool
     ages always use the real clock.
     Raises ``locks.LockBusy`` when the changefeed is being merged (nothing was changed then).
     """
-    from ticdc_lakehouse.locks import LockBusy, changefeed_lock
-
     started = time.monotonic()
     say = progress or (lambda message: log.info(message))
     now = now or datetime.now(timezone.utc)
     if now.tzinfo is None:
         now = now.replace(tzinfo=timezone.utc)
     if spark is None:
-        from ticdc_lakehouse.spark_session import get_spark
-
         spark = get_spark(settings, "lakehouse-maintain")
     policy = RetentionPolicy.from_settings(settings)
     names = [settings.changefeed(changefeed).name] if changefeed else _known_changefeeds(spark, settings)

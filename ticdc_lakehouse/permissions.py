@@ -20,14 +20,7 @@ HADOOP_UMASK_KEY = "spark.hadoop.fs.permissions.umask-mode"
 
 def configured_umask(settings: Settings) -> int:
     """``storage.umask`` as a number ("077" -> 0o077)."""
-    text = str(settings.raw.get("storage", {}).get("umask", "077")).strip() or "0"
-    try:
-        value = int(text, 8)
-    except ValueError:
-        raise ValueError(f"storage.umask must be an octal umask like \"077\" or \"027\", not {text!r}") from None
-    if not 0 <= value <= 0o777:
-        raise ValueError(f"storage.umask {text!r} is out of range (000-777)")
-    return value
+    return settings.storage.umask_bits
 
 
 def current_umask() -> int:

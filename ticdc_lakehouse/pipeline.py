@@ -6,11 +6,21 @@ could do safely has been made durable.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ticdc_lakehouse.config import Settings
 from ticdc_lakehouse.faults import fault_point
+from ticdc_lakehouse.landing import land_from_archive, land_from_kafka
+from ticdc_lakehouse.landing.errors import ArchiveCorruptError, DataLossError
+from ticdc_lakehouse.landing.quarantine import SegmentQuarantined
+from ticdc_lakehouse.locks import changefeed_lock
+from ticdc_lakehouse.merge.engine import run_merge
+from ticdc_lakehouse.merge.value_checks import ROW_HALT, ROW_SKIPPED
+from ticdc_lakehouse.permissions import apply_umask
+from ticdc_lakehouse.spark_session import get_spark
+from ticdc_lakehouse.state import StateStore
 
 Progress = Optional[Callable[[str], None]]
 
@@ -22,9 +32,6 @@ def _landing_summary(report) -> dict[str, Any]:
 
 def land(settings: Settings, changefeed: Optional[str] = None, progress: Progress = None) -> dict[str, Any]:
     """Land every partition of the changefeed's topics up to the end offsets seen at the start."""
-    from ticdc_lakehouse.landing import land_from_kafka
-    from ticdc_lakehouse.permissions import apply_umask
-
     apply_umask(settings)  # the raw change data is owner-only unless storage.umask says otherwise
     cf = settings.changefeed(changefeed)
     report = land_from_kafka(cf, settings.landing_path, progress=_landing_progress(progress),
@@ -36,8 +43,7 @@ def land(settings: Settings, changefeed: Optional[str] = None, progress: Progres
 
 
 def accepts_data_loss(settings: Settings) -> bool:
-    value = settings.raw.get("landing", {}).get("accept_data_loss", False)
-    return value.strip().lower() in ("1", "true", "yes", "on") if isinstance(value, str) else bool(value)
+    return settings.landing.accept_data_loss
 
 
 def _landing_progress(progress: Progress):
@@ -59,10 +65,6 @@ def _landing_progress(progress: Progress):
 def merge(settings: Settings, changefeed: Optional[str] = None, protocol: Optional[str] = None,
           stop_ts: Optional[int] = None, progress: Progress = None, spark=None) -> dict[str, Any]:
     """Merge what has landed up to the global resolved ts (one Spark session for every table)."""
-    from ticdc_lakehouse.locks import changefeed_lock
-    from ticdc_lakehouse.merge.engine import run_merge
-    from ticdc_lakehouse.spark_session import get_spark
-
     name = settings.changefeed(changefeed).name
     with changefeed_lock(settings, name):  # before Spark starts: a second merge fails at once
         session = spark or get_spark(settings, "lakehouse-merge")
@@ -77,10 +79,6 @@ def _merge_or_moved(settings: Settings, changefeed: str, protocol: Optional[str]
                     progress: Progress, spark) -> dict[str, Any]:
     """:func:`merge`; a landed segment Spark could not read (moved aside by the merge) makes a result that says so
     instead of an error, so the caller lands it again and merges once more."""
-    from dataclasses import asdict
-
-    from ticdc_lakehouse.landing.quarantine import SegmentQuarantined
-
     try:
         return merge(settings, changefeed, protocol, stop_ts, progress, spark)
     except SegmentQuarantined as exc:
@@ -96,10 +94,6 @@ def backfill(settings: Settings, archive: Path, changefeed: Optional[str] = None
     A corrupt batch stops the landing of its partition (what precedes it lands); the merge still runs over what
     landed, and the error is raised afterwards so the command exits non-zero saying what to fix.
     """
-    from ticdc_lakehouse.landing import land_from_archive
-    from ticdc_lakehouse.landing.errors import ArchiveCorruptError
-    from ticdc_lakehouse.permissions import apply_umask
-
     apply_umask(settings)
     cf = settings.changefeed(changefeed)
     if not Path(archive).is_dir():
@@ -137,8 +131,6 @@ def run_cycle(settings: Settings, changefeed: Optional[str] = None, progress: Pr
     unreadable moves it aside and stops that partition before it: the cycle lands it again from Kafka and merges
     once more, so one run repairs it when Kafka still has the offsets.
     """
-    from ticdc_lakehouse.landing.errors import DataLossError
-
     loss: Optional[DataLossError] = None
     try:
         landed = land(settings, changefeed, progress)
@@ -170,11 +162,6 @@ def skip_message(settings: Settings, position: str, changefeed: Optional[str] = 
     """Let a partition held at an undecodable message, or a table halted at a row whose value it cannot store, go
     on: the message (row) is sent to the dead-letter table by the next run (``merge.on_undecodable = "hold"``). ``position`` is ``TOPIC/PARTITION/OFFSET``; returns how many
     holds were resolved (0: nothing is held there)."""
-    from ticdc_lakehouse.spark_session import get_spark
-    from ticdc_lakehouse.state import StateStore
-
-    from ticdc_lakehouse.merge.value_checks import ROW_HALT, ROW_SKIPPED
-
     topic, partition, offset = parse_position(position)
     session = spark or get_spark(settings, "lakehouse-skip-message")
     cf = settings.changefeed(changefeed)
@@ -197,9 +184,6 @@ def parse_position(text: str) -> tuple[str, int, int]:
 
 def resume_table(settings: Settings, table: str, action: str, changefeed: Optional[str] = None, spark=None) -> int:
     """Resolve a table's halt: ``skip`` (the DDL counts as applied) or ``retry`` (apply it again)."""
-    from ticdc_lakehouse.spark_session import get_spark
-    from ticdc_lakehouse.state import StateStore
-
     schema, _, name = table.partition(".")
     if not name:
         raise ValueError("give the table as schema.table")

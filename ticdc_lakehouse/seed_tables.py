@@ -24,8 +24,15 @@ from typing import Any, Optional, Sequence
 
 from ticdc_lakehouse.config import Settings
 from ticdc_lakehouse.ddl_parse import CreateSchema, CreateTable, Unsupported, parse_ddl
+from ticdc_lakehouse.iceberg.commit import callback_session, run_with_snapshot_properties
+from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY, JavaIceberg, watermark_of
+from ticdc_lakehouse.iceberg.tables import CHANGEFEED_PROPERTY, CREATED_FROM_PROPERTY, create_table, mysql_type_of_doc
+from ticdc_lakehouse.locks import changefeed_lock
+from ticdc_lakehouse.merge.changes import NUMBER_PATTERN, names_from_numbers_sql
 from ticdc_lakehouse.model import TableSchema
-from ticdc_lakehouse.mysql_types import MySQLType, parse_type
+from ticdc_lakehouse.mysql_types import MySQLType, column_doc, comment_from_doc, parse_type
+from ticdc_lakehouse.spark_session import get_spark
+from ticdc_lakehouse.sql_names import qualified, quote, sql_string
 
 #: the snapshot summary entry of the snapshot that rewrote ENUM/SET numbers as member names
 MEMBERS_FROM = "tidb.members-from"
@@ -97,12 +104,6 @@ def learn_members(spark: Any, jtable: Any, catalog: str, namespace: str, name: s
     The values first, in one UPDATE whose snapshot keeps the table's watermark (and says why it exists), then the
     docs (a schema change, no snapshot). A crash between the two leaves names and bare docs: the rerun's UPDATE
     finds no number left to convert (numbers are never names, see ``members_to_learn``) and records the docs."""
-    from ticdc_lakehouse.iceberg.commit import run_with_snapshot_properties
-    from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY, watermark_of
-    from ticdc_lakehouse.iceberg.tables import CHANGEFEED_PROPERTY, qualified, quote
-    from ticdc_lakehouse.merge.changes import NUMBER_PATTERN, names_from_numbers_sql, sql_string
-    from ticdc_lakehouse.mysql_types import column_doc, comment_from_doc
-
     assignments = ", ".join(f"{quote(c)} = {names_from_numbers_sql(quote(c), t.base, t.elements)}"
                             for c, t in repair.columns)
     numbers = " OR ".join(f"{quote(c)} RLIKE {sql_string(NUMBER_PATTERN)}" for c, _ in repair.columns)
@@ -126,17 +127,6 @@ def create_tables(settings: Settings, text: str, default_schema: str = "", chang
     Holds the changefeed's lock, so no merge creates the same table from rows or writes rows meanwhile. Returns
     what was created, what existed already, the members learned (table -> columns), the columns that could not
     learn theirs (with why) and the statements ignored."""
-    from ticdc_lakehouse.iceberg.commit import callback_session
-    from ticdc_lakehouse.iceberg.java_api import JavaIceberg
-    from ticdc_lakehouse.iceberg.tables import (
-        CHANGEFEED_PROPERTY,
-        CREATED_FROM_PROPERTY,
-        create_table,
-        mysql_type_of_doc,
-    )
-    from ticdc_lakehouse.locks import changefeed_lock
-    from ticdc_lakehouse.spark_session import get_spark
-
     found = tables_in_ddl(text, default_schema)
     name = settings.changefeed(changefeed).name
     created: list[str] = []

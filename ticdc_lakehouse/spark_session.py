@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from ticdc_lakehouse.config import Settings, is_secret_key, mask_uri_password
+from ticdc_lakehouse import PROJECT_ROOT
+from ticdc_lakehouse.config import Settings
 from ticdc_lakehouse.jvm_archive import driver_java_options
 from ticdc_lakehouse.object_storage import (
     aws_java_options,
@@ -26,6 +27,7 @@ from ticdc_lakehouse.object_storage import (
     pyiceberg_s3_properties,
 )
 from ticdc_lakehouse.permissions import HADOOP_UMASK_KEY, apply_umask, effective_umask
+from ticdc_lakehouse.redaction import is_secret_key, mask_uri_password
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -38,7 +40,7 @@ ICEBERG_AWS_JAR_NAME = f"iceberg-aws-bundle-{ICEBERG_VERSION}.jar"
 DEBIAN_JAR_DIR = Path("/usr/share/java")
 DEBIAN_JNI_DIR = Path("/usr/lib/x86_64-linux-gnu/jni")
 SQLITE_JARS = ("sqlite-jdbc.jar", "xerial-sqlite-jdbc.jar")
-PROJECT_LOG4J = Path(__file__).resolve().parent.parent / "conf" / "log4j2.properties"
+PROJECT_LOG4J = PROJECT_ROOT / "conf" / "log4j2.properties"
 POSTGRES_JARS = ("postgresql.jar",)
 
 
@@ -144,12 +146,12 @@ def spark_plan(settings: Settings, app_name: Optional[str] = None) -> SparkPlan:
     )
     if log_config is not None:
         java_opts += f" -Dlog4j2.configurationFile={log_config.as_uri()}"
-    class_archive = driver_java_options(jars, bool(spark.get("class_archive", True)))
+    class_archive = driver_java_options(jars, spark.class_archive)
     # A run is a fresh JVM of half a minute or so: with the default thresholds, its optimizing compiler (C2)
     # spends 5-6 CPU-s compiling Spark, Arrow and Parquet code during the first decode, on the cores the work
     # needs. Ten times higher Tier4 thresholds leave lukewarm code to C1 and compile only what stays hot: 1-1.5 s
     # less per 1M-event merge on 2 cores (bench/merge.py, interleaved runs). Long jobs reach C2 all the same.
-    tuning = str(spark.get("driver_java_options") or "")
+    tuning = spark.driver_java_options
     conf: dict[str, str] = {
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         prefix: "org.apache.iceberg.spark.SparkCatalog",
@@ -161,9 +163,9 @@ def spark_plan(settings: Settings, app_name: Optional[str] = None) -> SparkPlan:
         f"{prefix}.cache-enabled": "false",
         "spark.sql.defaultCatalog": catalog,
         "spark.sql.session.timeZone": "UTC",
-        "spark.sql.shuffle.partitions": str(spark["shuffle_partitions"]),
-        "spark.driver.memory": str(spark["driver_memory"]),
-        "spark.executor.memory": str(spark["executor_memory"]),
+        "spark.sql.shuffle.partitions": str(spark.shuffle_partitions),
+        "spark.driver.memory": spark.driver_memory,
+        "spark.executor.memory": spark.executor_memory,
         "spark.driver.extraJavaOptions": " ".join(o for o in (java_opts, tuning, class_archive) if o),
         "spark.executor.extraJavaOptions": java_opts,
         "spark.driver.extraLibraryPath": str(DEBIAN_JNI_DIR),
@@ -177,7 +179,7 @@ def spark_plan(settings: Settings, app_name: Optional[str] = None) -> SparkPlan:
         "spark.sql.inMemoryColumnarStorage.compressed": "false",
         "spark.sql.warehouse.dir": str(settings.home / "spark-warehouse"),
     }
-    if str(spark["master"]).startswith("local"):
+    if spark.master.startswith("local"):
         # A local session talks to itself only: stay on loopback whatever the host name resolves to.
         conf["spark.driver.host"] = "127.0.0.1"
         conf["spark.driver.bindAddress"] = "127.0.0.1"
@@ -200,14 +202,14 @@ def spark_plan(settings: Settings, app_name: Optional[str] = None) -> SparkPlan:
         conf[f"{prefix}.jdbc.password"] = settings.catalog_password
     # Hadoop's local file system gives each file it creates 666 minus this, whatever the process umask
     conf[HADOOP_UMASK_KEY] = f"{effective_umask(settings):03o}"
-    conf.update({str(k): str(v) for k, v in spark.get("conf", {}).items()})
+    conf.update({str(k): str(v) for k, v in spark.conf.items()})
     # ANSI mode (Spark 4's default), stated and kept whatever spark.conf says: without it a cast that cannot hold
     # a value gives NULL and arithmetic overflows wrap, i.e. the engine would change values silently. Every cast
     # in the merge is written for it (try_cast where a failure is expected and handled).
     conf["spark.sql.ansi.enabled"] = "true"
     secrets = {key: value for key, value in conf.items() if _is_secret_setting(key, value)}
     public = {key: value for key, value in conf.items() if key not in secrets}
-    return SparkPlan(master=str(spark["master"]), app_name=app_name or spark["app_name"], conf=public, jars=jars,
+    return SparkPlan(master=spark.master, app_name=app_name or spark.app_name, conf=public, jars=jars,
                      secrets=secrets)
 
 

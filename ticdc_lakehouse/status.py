@@ -28,7 +28,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from ticdc_lakehouse.config import ChangefeedConfig, Settings, mask_secrets, mask_uri_password
+from ticdc_lakehouse.config import ChangefeedConfig, Settings
+from ticdc_lakehouse.redaction import mask_secrets, mask_uri_password
 from ticdc_lakehouse.state import NAMESPACE as CONTROL_NAMESPACE
 
 

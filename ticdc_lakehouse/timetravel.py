@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from typing import Mapping, Optional
 
 from ticdc_lakehouse.config import Settings
-from ticdc_lakehouse.iceberg.tables import quote
+from ticdc_lakehouse.sql_names import quote
 from ticdc_lakehouse.state import Checkpoint, StateStore
 
 TSO_LOGICAL_BITS = 18

@@ -27,9 +27,7 @@ from lakehouse_airflow.pools import dag_changefeeds, merge_pool, pools_enabled
 START_DATE = datetime(2024, 1, 1, tzinfo=timezone.utc)
 BACKFILL_DAG_ID = "lakehouse_backfill"
 MAINTENANCE_DAG_ID = "lakehouse_maintenance"
-DEFAULT_MAINTENANCE_SCHEDULE = "@daily"
 BACKOFF_MULTIPLIER = 2.0
-DEFAULT_MAX_RETRY_DELAY_SECONDS = 3600
 
 
 def safe_id(name: str) -> str:
@@ -60,14 +58,13 @@ def _schedule(value: Any) -> Optional[str]:
 
 def default_args(settings) -> dict[str, Any]:
     """Retries with exponential backoff from ``[airflow]`` (retries, retry_delay_seconds, max_retry_delay_seconds)."""
-    conf = settings.raw.get("airflow", {})
+    conf = settings.airflow
     return {
         "owner": "lakehouse",
-        "retries": int(conf.get("retries", 3)),
-        "retry_delay": timedelta(seconds=float(conf.get("retry_delay_seconds", 60))),
+        "retries": conf.retries,
+        "retry_delay": timedelta(seconds=conf.retry_delay_seconds),
         "retry_exponential_backoff": BACKOFF_MULTIPLIER,
-        "max_retry_delay": timedelta(seconds=float(conf.get("max_retry_delay_seconds",
-                                                            DEFAULT_MAX_RETRY_DELAY_SECONDS))),
+        "max_retry_delay": timedelta(seconds=conf.max_retry_delay_seconds),
     }
 
 
@@ -82,7 +79,7 @@ def changefeed_dag(settings, changefeed: str) -> DAG:
     with DAG(
         dag_id=changefeed_dag_id(cf.name),
         description=f"TiCDC changefeed {cf.name} ({cf.protocol}) -> Iceberg: land, merge, publish the cut",
-        schedule=_schedule(settings.raw.get("airflow", {}).get("schedule")),
+        schedule=_schedule(settings.airflow.schedule),
         start_date=START_DATE,
         catchup=False,
         max_active_runs=1,
@@ -147,7 +144,7 @@ def backfill_dag(settings) -> DAG:
 
 def maintenance_dag(settings) -> DAG:
     """Table maintenance of every changefeed on ``[maintenance] schedule``, each in its changefeed's pool."""
-    schedule = settings.raw.get("maintenance", {}).get("schedule", DEFAULT_MAINTENANCE_SCHEDULE)
+    schedule = settings.maintenance.schedule
     with DAG(
         dag_id=MAINTENANCE_DAG_ID,
         description="Iceberg maintenance: compaction, delete-file rewrite, snapshot expiry, orphan cleanup",

@@ -30,8 +30,7 @@ def dag_changefeeds(settings) -> list[str]:
 
 
 def pools_enabled(settings) -> bool:
-    value = settings.raw.get("airflow", {}).get("merge_pools", True)
-    return value if isinstance(value, bool) else str(value).strip().lower() in ("1", "true", "yes", "on")
+    return settings.airflow.merge_pools
 
 
 def pool_definitions(settings) -> dict[str, dict[str, Any]]:

@@ -120,7 +120,7 @@ def registry_failure(schema_id: int, exc: Exception, url: Optional[str]) -> Exce
 
     if isinstance(exc, SchemaRegistryError) and exc.http_status_code == 404:
         return DecodeError(f"avro: schema id {schema_id} is not in the schema registry: {exc}")
-    from ticdc_lakehouse.config import mask_uri_password
+    from ticdc_lakehouse.redaction import mask_uri_password
 
     return SourceUnavailable(mask_uri_password(
         f"avro: the schema registry at {url} could not be asked for schema id {schema_id} "

@@ -31,6 +31,7 @@ from urllib.parse import parse_qs, urlsplit
 import orjson
 
 from ticdc_lakehouse.model import DecodeError, SourceUnavailable
+from ticdc_lakehouse.redaction import mask_uri_password
 
 #: TiCDC's ``large-message-handle-compression`` values
 COMPRESSIONS = ("none", "snappy", "lz4")
@@ -157,8 +158,6 @@ def _filesystem(uri: str) -> tuple[Any, str]:
 def masked_uri(uri: str) -> str:
     """``uri`` fit for an error message: secret-looking query parameters (``access-key``, ``secret-access-key``,
     ``session-token``...) show as ``***``."""
-    from ticdc_lakehouse.config import mask_uri_password  # here: config imports this module
-
     return mask_uri_password(uri)
 
 

@@ -8,14 +8,12 @@ Iceberg field doc, so ENUM elements, unsignedness and precision survive into the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Mapping, Optional, Sequence
+from typing import Iterable, Mapping, Optional, Sequence
 
 from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY, JavaIceberg, watermark_of
-from ticdc_lakehouse.merge.changes import TargetColumn
+from ticdc_lakehouse.iceberg.columns import TargetColumn
 from ticdc_lakehouse.model import ColumnSchema, TableSchema
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ticdc_lakehouse.mysql_types import MySQLType
+from ticdc_lakehouse.mysql_types import MySQLType, column_doc, iceberg_type, parse_type, type_from_doc
 
 CHANGEFEED_PROPERTY = "tidb.changefeed"
 #: the snapshot summary entry telling where a table's definition came from (row-types, bootstrap, ddl-file)
@@ -37,15 +35,6 @@ _ICEBERG_TO_SPARK = {
     "timestamp": "timestamp_ntz",
     "timestamptz": "timestamp",
 }
-
-
-def quote(name: str) -> str:
-    """A Spark SQL identifier for any upstream name: backticks, spaces, unicode and reserved words included."""
-    return "`" + name.replace("`", "``") + "`"
-
-
-def qualified(catalog: str, namespace: str, name: str) -> str:
-    return f"{quote(catalog)}.{quote(namespace)}.{quote(name)}"
 
 
 def spark_type_of(iceberg_type: str) -> str:
@@ -76,7 +65,6 @@ class TargetTable:
 
 def mysql_type_of_doc(doc: Optional[str]) -> Optional[MySQLType]:
     """The MySQL type recorded in a column doc (``mysql:<descriptor>``), None for other docs."""
-    from ticdc_lakehouse.mysql_types import type_from_doc
 
     if not doc:
         return None
@@ -146,7 +134,6 @@ def create_table(
     Partitioned by a bucket of the first key column, so a merge rewrites only the buckets its keys fall in.
     Key columns are required and become Iceberg identifier fields.
     """
-    from ticdc_lakehouse.mysql_types import column_doc, iceberg_type, parse_type
 
     namespace, name = ji.resolve(table_schema.schema, table_schema.table)
     ji.create_namespace(namespace)

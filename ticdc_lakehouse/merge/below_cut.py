@@ -107,10 +107,10 @@ def verdicts(spark, catalog: str, rows, target, snapshots: Sequence[tuple[int, i
 
     from pyspark.sql import functions as F
 
-    from ticdc_lakehouse.iceberg.tables import qualified, quote
     from ticdc_lakehouse.local_frame import local_frame
     from ticdc_lakehouse.merge.changes import PRESENT, split_key_changes, typed_value
     from ticdc_lakehouse.model import DELETE
+    from ticdc_lakehouse.sql_names import qualified, quote
 
     columns, keys = target.columns, target.keys
     key_names = [k.name.lower() for k in keys]

@@ -11,42 +11,20 @@ that the MERGE joins on, so Spark reuses that partitioning for the join instead 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
+from ticdc_lakehouse.iceberg.columns import TargetColumn, mysql_base
+from ticdc_lakehouse.merge.table_events import table_rows
+from ticdc_lakehouse.merge.value_checks import guarded, raw_sql, try_cast_sql, value_problem
 from ticdc_lakehouse.model import DELETE, UPDATE
+from ticdc_lakehouse.sql_names import sql_string
 
 OP = "_op"
 PRESENT = "_present_"  # prefix of the per-column "value was sent" flags
-
-
-@dataclass(frozen=True)
-class TargetColumn:
-    """A column of the target Iceberg table: its name, Spark type and the MySQL type descriptor (field doc);
-    ``required``: the Iceberg field is required (a key), so a NULL is an invalid value, never written."""
-
-    name: str
-    spark_type: str
-    mysql_type: Optional[str]
-    required: bool = False
-
-
-def sql_string(text: str) -> str:
-    """A Spark SQL string literal for any text (quotes and backslashes escaped)."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _mysql_base(descriptor: Optional[str]) -> tuple[str, tuple[str, ...]]:
-    from ticdc_lakehouse.mysql_types import parse_type
-
-    if not descriptor:
-        return "", ()
-    parsed = parse_type(descriptor)
-    return parsed.base, tuple(parsed.elements or ())
 
 
 #: an ENUM index or SET bitmask as row events carry it, and as tables typed without the members store it
@@ -83,11 +61,9 @@ def typed_value(values: str, named_enums: Column, column: TargetColumn) -> Colum
     ``named_enums``); the element list comes from the target column's MySQL type. An index or bitmask past the
     members is an invalid value here (``names_from_numbers_sql`` alone makes it NULL, for stored numbers).
     """
-    from ticdc_lakehouse.merge.value_checks import guarded, raw_sql, try_cast_sql, value_problem
-
     raw = F.col(values).getItem(column.name)
     spark_type = column.spark_type.lower()
-    base, elements = _mysql_base(column.mysql_type)
+    base, elements = mysql_base(column.mysql_type)
     if base in ("enum", "set") and elements:
         is_named = F.coalesce(F.array_contains(named_enums, column.name), F.lit(False))
         by_number = F.expr(names_from_numbers_sql(raw_sql(values, column.name), base, elements))
@@ -106,17 +82,6 @@ def typed_value(values: str, named_enums: Column, column: TargetColumn) -> Colum
     else:
         typed = F.expr(try_cast_sql(raw_sql(values, column.name), spark_type))
     return guarded(typed, value_problem(values, column))
-
-
-def table_rows(events: DataFrame, schema: str, table: str, after_ts: int, upto_ts: int) -> DataFrame:
-    """Row events of one upstream table with ``after_ts < commit_ts <= upto_ts`` (names case-insensitive)."""
-    return events.filter(
-        (F.col("kind") == "row")
-        & (F.lower(F.col("schema_name")) == schema.lower())
-        & (F.lower(F.col("table_name")) == table.lower())
-        & (F.col("commit_ts") > after_ts)
-        & (F.col("commit_ts") <= upto_ts)
-    )
 
 
 def _key_values(values: str, keys: Sequence[TargetColumn]) -> list[Column]:

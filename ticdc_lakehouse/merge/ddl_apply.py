@@ -373,7 +373,7 @@ def _deferred_marker_exists(jtable, ts: int) -> bool:
 def _fill_defaults(ctx: "RunContext", target, fills: list[tuple[str, str]], summary: dict[str, str]) -> None:
     from ticdc_lakehouse.iceberg.commit import run_with_snapshot_properties
     from ticdc_lakehouse.iceberg.java_api import watermark_of
-    from ticdc_lakehouse.iceberg.tables import qualified, quote
+    from ticdc_lakehouse.sql_names import qualified, quote
 
     table = qualified(ctx.settings.catalog_name, target.namespace, target.name)
     assignments = ", ".join(f"{quote(c)} = coalesce({quote(c)}, {value})" for c, value in fills)
@@ -390,7 +390,7 @@ def default_fill(mysql, column) -> Optional[str]:
     gives them), or None: NULL, or an expression such as CURRENT_TIMESTAMP whose value TiDB computed when the
     DDL ran and no message carries (logged; those rows stay NULL)."""
     from ticdc_lakehouse.column_defaults import UnknownDefault, existing_row_value
-    from ticdc_lakehouse.merge.changes import sql_string
+    from ticdc_lakehouse.sql_names import sql_string
 
     try:
         value = existing_row_value(mysql, column.default, column.nullable)
@@ -435,7 +435,7 @@ def _descriptor(column) -> str:
 def _schema_change(ctx: "RunContext", tx, target, change) -> Optional[tuple[str, str]]:
     """One schema change inside the table's transaction; keeps ``target``'s column list in step so later
     clauses of the same statement see earlier ones. Returns (column, SQL literal) to fill existing rows with."""
-    from ticdc_lakehouse.merge.changes import TargetColumn
+    from ticdc_lakehouse.iceberg.columns import TargetColumn
 
     ji = ctx.ji
     if isinstance(change, dp.MetadataOnly) or isinstance(change, dp.SetDefault):

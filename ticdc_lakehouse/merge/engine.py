@@ -38,7 +38,7 @@ from ticdc_lakehouse.iceberg.tables import (
 from ticdc_lakehouse.local_frame import local_frame
 from ticdc_lakehouse.merge import ddl_apply
 from ticdc_lakehouse.merge.below_cut import find_and_record
-from ticdc_lakehouse.merge.changes import table_rows
+from ticdc_lakehouse.merge.table_events import table_rows
 from ticdc_lakehouse.merge.decode_stage import decode_landed, source_unavailable_in, stats_accumulator
 from ticdc_lakehouse.merge.flush import FlushResult, flush_table
 from ticdc_lakehouse.merge.plan import (
@@ -477,7 +477,7 @@ def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, even
             final.append((schema, table))  # no rows: only its watermark moves to the cut
     ensure_callback_server(spark)  # started here, not raced by the first MERGEs of several threads
     phase = time.monotonic()
-    flush_concurrently(ctx, final, cut, int(settings.merge["parallel_tables"]), say)
+    flush_concurrently(ctx, final, cut, settings.merge.parallel_tables, say)
     report.phases["apply"] = round(time.monotonic() - phase, 3)
     phase = time.monotonic()
     # the cut: every live table of the changefeed and its snapshot
@@ -556,10 +556,7 @@ def flush_concurrently(ctx: RunContext, tables: list[tuple[str, str]], upto_ts: 
 
 
 def _holding(settings: Settings) -> bool:
-    mode = str(settings.merge.get("on_undecodable", "dead-letter"))
-    if mode not in ("dead-letter", "hold"):
-        raise ValueError(f"merge.on_undecodable must be 'dead-letter' or 'hold', not {mode!r}")
-    return mode == "hold"
+    return settings.merge.holding
 
 
 def _skipped_frame(spark, state: StateStore, changefeed: str):

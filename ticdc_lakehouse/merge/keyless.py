@@ -35,7 +35,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
-from ticdc_lakehouse.merge.changes import OP, TargetColumn, table_rows, typed_value
+from ticdc_lakehouse.iceberg.columns import TargetColumn
+from ticdc_lakehouse.merge.changes import OP, typed_value
+from ticdc_lakehouse.merge.table_events import table_rows
 from ticdc_lakehouse.model import DELETE, INSERT
 
 DELTA = "_delta"

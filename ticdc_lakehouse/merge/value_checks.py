@@ -20,10 +20,14 @@ import re
 import threading
 from typing import Optional, Sequence
 
+from pyspark import StorageLevel
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from ticdc_lakehouse.merge.changes import TargetColumn, _mysql_base, sql_string
+from ticdc_lakehouse.iceberg.columns import TargetColumn, mysql_base
+from ticdc_lakehouse.merge.table_events import table_rows
+from ticdc_lakehouse.mysql_types import iceberg_type, parse_type
+from ticdc_lakehouse.sql_names import sql_string
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +101,6 @@ def _fits(raw: str, spark_type: str, base: str, elements: Sequence[str]) -> Opti
 
 def iceberg_text(descriptor: Optional[str]) -> Optional[str]:
     """The Iceberg type a MySQL descriptor maps to (None without one), to say a stored type only where it differs."""
-    from ticdc_lakehouse.mysql_types import iceberg_type, parse_type
 
     return iceberg_type(parse_type(descriptor)) if descriptor else None
 
@@ -109,7 +112,7 @@ def value_problem_sql(values: str, column: TargetColumn, named: Optional[str] = 
     in a required column (a key the table is keyed by). ``marked``: the text starts with :data:`INVALID_VALUE`
     (for a failure the flush must recognise; a dead letter's error goes without)."""
     raw = raw_sql(values, column.name)
-    base, elements = _mysql_base(column.mysql_type)
+    base, elements = mysql_base(column.mysql_type)
     described = column.mysql_type or column.spark_type
     if iceberg_text(column.mysql_type) != column.spark_type:
         described += f", stored as {column.spark_type}"
@@ -148,7 +151,7 @@ def guarded(typed: Column, problem: Column) -> Column:
 
 
 def with_problems(rows, columns: Sequence[TargetColumn], keys: Sequence[TargetColumn]):
-    """``rows`` (row events of one table, see ``changes.table_rows``) with ``_problem``: why the event cannot be
+    """``rows`` (row events of one table, see ``table_events.table_rows``) with ``_problem``: why the event cannot be
     written exactly, NULL when it can: the first bad value of its image (the old image for a delete), or of its
     old image's key columns (a key-changing update)."""
     image = F.when(F.col("op") == "D", F.col("before")).otherwise(F.col("after"))
@@ -199,10 +202,6 @@ def set_aside_invalid(ctx, schema: str, table: str, target, lower: int, upto_ts:
     ``hold`` mode halts the table at the first bad event's commit ts (``lakehouse status`` shows it with
     :data:`ROW_HALT`) and returns the events with the new upper bound below it; a row the operator skipped there
     (``lakehouse skip-message T/P/O``) is dead-lettered instead. Returns (events, upto_ts)."""
-    from pyspark import StorageLevel
-
-    from ticdc_lakehouse.merge.changes import table_rows
-
     rows = table_rows(ctx.events, schema, table, lower, upto_ts)
     label = f"{schema}.{table}"
     where = F.format_string(ROW_HALT.replace("{topic}", "%s").replace("{partition}", "%d").replace("{offset}", "%d"),

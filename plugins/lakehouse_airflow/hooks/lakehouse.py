@@ -157,7 +157,7 @@ class LakehouseHook(BaseHook):
             conn = self._optional_connection(schema_registry_conn_id(changefeed))
             if conn is not None:
                 env.update(schema_registry_overrides(changefeed, conn))
-        from ticdc_lakehouse.config import is_secret_key
+        from ticdc_lakehouse.redaction import is_secret_key
 
         for key, value in env.items():
             if is_secret_key(key):
@@ -260,6 +260,6 @@ def kafka_lag(changefeed, landing_root, timeout_s: float = 10.0,
 
 
 def _is_secret(key: str) -> bool:
-    from ticdc_lakehouse.config import is_secret_key
+    from ticdc_lakehouse.redaction import is_secret_key
 
     return is_secret_key(key)

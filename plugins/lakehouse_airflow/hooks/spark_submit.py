@@ -37,7 +37,7 @@ def submit_plan(settings, app_name: str) -> dict[str, Any]:
     The catalog password (and any other secret-looking Spark setting) is left out of ``--conf``: the job
     resolves the same Settings from its environment and ``get_spark`` sets them inside the driver.
     """
-    from ticdc_lakehouse.config import is_secret_key
+    from ticdc_lakehouse.redaction import is_secret_key
     from ticdc_lakehouse.spark_session import session_plan
 
     plan = session_plan(settings, app_name)
@@ -48,8 +48,8 @@ def submit_plan(settings, app_name: str) -> dict[str, Any]:
         "conf": conf,
         "jars": ",".join(plan.jars),
         "driver_class_path": os.pathsep.join(plan.jars),
-        "driver_memory": str(settings.spark["driver_memory"]),
-        "executor_memory": str(settings.spark["executor_memory"]),
+        "driver_memory": settings.spark.driver_memory,
+        "executor_memory": settings.spark.executor_memory,
     }
 
 

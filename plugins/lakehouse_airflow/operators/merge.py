@@ -72,7 +72,7 @@ class MergeChangefeedOperator(LakehouseBaseOperator, SparkSubmitOperator):
             preflight(settings, name, protocol, protocol_given_as=f"task {self.task_id}: protocol")
         except PreflightError as exc:
             raise AirflowFailException(str(exc)) from None
-        mode = self.submit or settings.spark.get("submit", IN_PROCESS)
+        mode = self.submit or settings.spark.submit
         if mode == IN_PROCESS:
             from ticdc_lakehouse.pipeline import merge
 
