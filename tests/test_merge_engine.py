@@ -354,7 +354,7 @@ def test_concurrent_final_flush_attempts_every_table_and_raises_the_first_failur
     for parallelism in (1, 3):
         tables = Tables()
         with pytest.raises(RuntimeError, match="shop.broken"):
-            flush_concurrently(tables, names, 42, parallelism)
+            flush_concurrently(tables.flush, names, 42, parallelism)
         assert sorted(tables.flushed) == [("shop", n, 42) for n in ("a", "c", "d")]
 
 

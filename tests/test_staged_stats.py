@@ -43,14 +43,14 @@ def test_two_tasks_fold_into_what_the_planner_needs():
     assert stats.resolved == {("t", 0): 25, ("t", 1): 35}
     assert sorted(stats.rows) == [("shop", "items"), ("shop", "orders")]
     orders = stats.rows[("shop", "orders")]
-    assert (orders["rows"], orders["min_ts"], orders["max_ts"]) == (3, 10, 40)
+    assert (orders.rows, orders.min_ts, orders.max_ts) == (3, 10, 40)
     # the widest column types seen, in upstream order, DECIMAL scale from that event's value
-    assert orders["column_types"] == [("id", "bigint"), ("price", "decimal(38,3)"), ("note", "varchar")]
-    assert orders["key_columns"] == ["id"]
+    assert orders.column_types == [("id", "bigint"), ("price", "decimal(38,3)"), ("note", "varchar")]
+    assert orders.key_columns == ["id"]
     # the first image had no note (the delete does not count)
-    assert columns_sent(orders["layouts"]) == {"id", "price"}
-    assert [(d["partition"], d["offset"]) for d in stats.ddls] == [(0, 3), (1, 8)]
-    assert stats.ddls[0]["ddl_query"].startswith("ALTER TABLE") and stats.ddls[0]["is_bootstrap"] is False
+    assert columns_sent(orders.layouts) == {"id", "price"}
+    assert [(d.partition, d.offset) for d in stats.ddls] == [(0, 3), (1, 8)]
+    assert stats.ddls[0].query.startswith("ALTER TABLE") and stats.ddls[0].is_bootstrap is False
 
 
 def test_a_rerun_task_adds_nothing_the_planner_reads_twice():
@@ -64,7 +64,7 @@ def test_a_rerun_task_adds_nothing_the_planner_reads_twice():
     twice = finish(param.addInPlace(param.addInPlace(StatsPart(), task_part(events)), task_part(events)))
     assert twice.resolved == once.resolved and twice.ddls == once.ddls and twice.max_commit_ts == once.max_commit_ts
     for key in ("min_ts", "max_ts", "column_types", "key_columns", "layouts"):
-        assert twice.rows[("s", "t")][key] == once.rows[("s", "t")][key]
+        assert getattr(twice.rows[("s", "t")], key) == getattr(once.rows[("s", "t")], key)
     assert twice.events == 2 * once.events  # counts are only reported
 
 
@@ -78,7 +78,7 @@ def test_columns_every_insert_and_update_image_carried():
         merged = StatsPart()
         for part in parts:
             merged = param.addInPlace(merged, part)
-        return columns_sent(finish(merged).rows[("s", "t")]["layouts"], added)
+        return columns_sent(finish(merged).rows[("s", "t")].layouts, added)
 
     only_deletes = task_part([row("s", "t", 1, None, {"id": "int"}, op="D", before={"id": "1"})])
     assert sent(only_deletes) is None  # no update: nothing to keep
@@ -104,9 +104,9 @@ def test_a_key_only_delete_never_defines_the_table_when_an_insert_image_exists()
     insert = row("s", "t", 12, {"id": "3", "a": "4"}, {"id": "int", "a": "int"})
     param = StatsParam()
     both = finish(param.addInPlace(task_part([key_only, full_delete]), task_part([insert])))
-    assert both.rows[("s", "t")]["column_types"] == [("id", "int"), ("a", "int"), ("b", "int")]
-    assert finish(task_part([key_only, insert])).rows[("s", "t")]["column_types"] == [("id", "int"), ("a", "int")]
-    assert both.rows[("s", "t")]["defines_columns"]
+    assert both.rows[("s", "t")].column_types == [("id", "int"), ("a", "int"), ("b", "int")]
+    assert finish(task_part([key_only, insert])).rows[("s", "t")].column_types == [("id", "int"), ("a", "int")]
+    assert both.rows[("s", "t")].defines_columns
     alone = finish(task_part([key_only]))
-    assert not alone.rows[("s", "t")]["defines_columns"]
-    assert finish(task_part([full_delete])).rows[("s", "t")]["defines_columns"]
+    assert not alone.rows[("s", "t")].defines_columns
+    assert finish(task_part([full_delete])).rows[("s", "t")].defines_columns

@@ -89,7 +89,7 @@ def test_row_typed_decimal_scale_comes_from_every_value_not_a_sample():
     folder = StatsFolder()
     folder.add(rows)
     stats = finish(folder.finish())
-    assert dict(stats.rows[("s", "t")]["column_types"])["d"] == "decimal(38,11)"
+    assert dict(stats.rows[("s", "t")].column_types)["d"] == "decimal(38,11)"
 
 
 # --- evaluated by Spark ------------------------------------------------------------------------------------------

@@ -12,19 +12,22 @@ wait in the landed segments, the reason shows in ``lakehouse status``, other tab
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Iterable, Optional
+from typing import Iterable, Optional
 
 from ticdc_lakehouse import ddl_parse as dp
-from ticdc_lakehouse.events_arrow import table_schema_from_json
-from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY
+from ticdc_lakehouse.column_defaults import UnknownDefault, existing_row_value
+from ticdc_lakehouse.iceberg.commit import run_with_snapshot_properties
+from ticdc_lakehouse.iceberg.columns import TargetColumn
+from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY, watermark_of
 from ticdc_lakehouse.iceberg.tables import CREATED_FROM_PROPERTY, UNKNOWN_DEFAULT_PROPERTY
+from ticdc_lakehouse.merge import table_work
 from ticdc_lakehouse.merge.plan import DDLRecord, table_key
+from ticdc_lakehouse.merge.run_state import RunContext
+from ticdc_lakehouse.model import ColumnSchema, TableSchema
 from ticdc_lakehouse.mysql_types import column_doc, iceberg_type, parse_type, widening
+from ticdc_lakehouse.sql_names import qualified, quote, sql_string
+from ticdc_lakehouse.state import HaltedTable
 from ticdc_lakehouse.values import to_bytes
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ticdc_lakehouse.merge.engine import RunContext
-    from ticdc_lakehouse.state import HaltedTable
 
 log = logging.getLogger(__name__)
 
@@ -35,9 +38,8 @@ class CannotApply(Exception):
 
 def changes_of(record: DDLRecord) -> list:
     """The schema changes of a DDL record; Simple's tableSchema wins over parsing SQL for CREATE TABLE."""
-    table_schema = table_schema_from_json(record.table_schema)
-    if table_schema is not None and record.ddl_type in ("CREATE_TABLE", "CREATE"):
-        return [dp.CreateTable(table_schema, True)]
+    if record.table_schema is not None and record.ddl_type in ("CREATE_TABLE", "CREATE"):
+        return [dp.CreateTable(record.table_schema, True)]
     if not record.query:
         return []
     return dp.parse_ddl(record.query, record.schema, record.ddl_type)
@@ -64,7 +66,7 @@ def dropped_name(schema: str, table: str, ts: int) -> str:
     return f"{schema}__{table}__{ts}"
 
 
-def drop_to_graveyard(ctx: "RunContext", target, schema: str, table: str, ts: int) -> None:
+def drop_to_graveyard(ctx: RunContext, target, schema: str, table: str, ts: int) -> None:
     ctx.ji.create_namespace(DROPPED_NAMESPACE)
     ctx.ji.rename_table(target.namespace, target.name, DROPPED_NAMESPACE,
                         dropped_name(schema.lower(), table.lower(), ts))
@@ -91,7 +93,7 @@ def removals(records: Iterable[DDLRecord]) -> dict[tuple[str, str], list[tuple[i
     return result
 
 
-def removal_applied(ctx: "RunContext", schema: str, table: str, ts: int, depth: int = 0) -> bool:
+def removal_applied(ctx: RunContext, schema: str, table: str, ts: int, depth: int = 0) -> bool:
     """Was a later DROP or RENAME of this table (in this run) applied before, by a run that then crashed?"""
     candidates = ctx.removals.get(table_key(schema, table), []) + ctx.removals.get((schema.lower(), "*"), [])
     for later, new_name in candidates:
@@ -135,7 +137,7 @@ def deferrable(changes: list) -> bool:
         return False
 
 
-def tables_blocked(ctx: "RunContext", record: DDLRecord) -> list[tuple[str, str]]:
+def tables_blocked(ctx: RunContext, record: DDLRecord) -> list[tuple[str, str]]:
     """Tables whose rows below the DDL's ts must be merged before it is applied (the DDL barrier)."""
     try:
         changes = changes_of(record)
@@ -159,12 +161,12 @@ def tables_blocked(ctx: "RunContext", record: DDLRecord) -> list[tuple[str, str]
     return unique
 
 
-def _tables_in_schema(ctx: "RunContext", schema: str) -> list[tuple[str, str]]:
+def _tables_in_schema(ctx: RunContext, schema: str) -> list[tuple[str, str]]:
     namespace = ctx.ji.find_namespace(schema)
     return [(namespace, name) for name in ctx.ji.list_tables(namespace)] if namespace else []
 
 
-def apply_ddl(ctx: "RunContext", record: DDLRecord) -> None:
+def apply_ddl(ctx: RunContext, record: DDLRecord) -> None:
     """Apply one DDL (all the changes of its statement); halt the table on what Iceberg cannot express."""
     try:
         changes = changes_of(record)
@@ -198,7 +200,7 @@ def apply_ddl(ctx: "RunContext", record: DDLRecord) -> None:
                 ctx.report.ddl_tables.append(name)
 
 
-def _lake_tables(ctx: "RunContext", touched: list[tuple[str, str]]) -> list[str]:
+def _lake_tables(ctx: RunContext, touched: list[tuple[str, str]]) -> list[str]:
     """``namespace.table`` of the lake tables a DDL left in place (a dropped or renamed-away table has none)."""
     names = []
     for schema, table in touched:
@@ -234,11 +236,11 @@ def _short(exc: Exception) -> str:
     return text.strip().splitlines()[0][:500] if text.strip() else type(exc).__name__
 
 
-def _summary(ctx: "RunContext", record: DDLRecord) -> dict[str, str]:
+def _summary(ctx: RunContext, record: DDLRecord) -> dict[str, str]:
     return ctx.summary(**{RESOLVED_TS_PROPERTY: record.commit_ts, "tidb.ddl": record.query[:2000]})
 
 
-def _apply_change(ctx: "RunContext", record: DDLRecord, change) -> bool:
+def _apply_change(ctx: RunContext, record: DDLRecord, change) -> bool:
     ts = record.commit_ts
     ji = ctx.ji
     if isinstance(change, dp.CreateSchema):
@@ -262,8 +264,6 @@ def _apply_change(ctx: "RunContext", record: DDLRecord, change) -> bool:
             raise CannotApply(
                 f"CREATE TABLE LIKE: source table {change.like_schema}.{change.like_table} does not exist"
             )
-        from ticdc_lakehouse.model import ColumnSchema, TableSchema
-
         columns = tuple(ColumnSchema(c.name, _descriptor(c)) for c in like.columns)
         keys = tuple(k.name for k in like.keys) if len(like.keys) < len(like.columns) else ()
         return _create(ctx, record, TableSchema(change.schema, change.table, columns, keys))
@@ -296,7 +296,7 @@ def _apply_change(ctx: "RunContext", record: DDLRecord, change) -> bool:
     raise CannotApply(f"unhandled change {type(change).__name__}")
 
 
-def _alter_table(ctx: "RunContext", record: DDLRecord, changes: list, deferred: bool) -> bool:
+def _alter_table(ctx: RunContext, record: DDLRecord, changes: list, deferred: bool) -> bool:
     """All column changes of one statement on one table: one transaction with the watermark snapshot.
 
     A column added with a default (or NOT NULL, whose implicit default MySQL uses) holds that value in every
@@ -341,14 +341,14 @@ def _alter_table(ctx: "RunContext", record: DDLRecord, changes: list, deferred: 
     return True
 
 
-def _predating_table(ctx: "RunContext", schema: str, table: str, ts: int):
+def _predating_table(ctx: RunContext, schema: str, table: str, ts: int):
     """The lake table an ALTER of a table it does not hold yet applies to: one that existed before the
     changefeed (its CREATE TABLE was never in the stream) and whose rows are in this run is created from their
     types first, with its rows below the DDL merged, so the DDL then applies to it (a no-op where the rows
     already typed its effect, e.g. a column they carry). A table with no rows in the run either: nothing in the
     lake to change (its later rows type it as they come), ``CannotApply`` says so."""
     if table_key(schema, table) in ctx.row_stats:
-        ctx.flush(schema, table, ts - 1)
+        table_work.flush(ctx, schema, table, ts - 1)
         target = ctx.target(schema, table, refresh=True)
         if target.exists:
             return target
@@ -370,11 +370,7 @@ def _deferred_marker_exists(jtable, ts: int) -> bool:
     return False
 
 
-def _fill_defaults(ctx: "RunContext", target, fills: list[tuple[str, str]], summary: dict[str, str]) -> None:
-    from ticdc_lakehouse.iceberg.commit import run_with_snapshot_properties
-    from ticdc_lakehouse.iceberg.java_api import watermark_of
-    from ticdc_lakehouse.sql_names import qualified, quote
-
+def _fill_defaults(ctx: RunContext, target, fills: list[tuple[str, str]], summary: dict[str, str]) -> None:
     table = qualified(ctx.settings.catalog_name, target.namespace, target.name)
     assignments = ", ".join(f"{quote(c)} = coalesce({quote(c)}, {value})" for c, value in fills)
     condition = " OR ".join(f"{quote(c)} IS NULL" for c, _ in fills)
@@ -389,9 +385,6 @@ def default_fill(mysql, column) -> Optional[str]:
     """The Spark SQL literal existing rows take for a newly added column (``column_defaults``: exactly what TiDB
     gives them), or None: NULL, or an expression such as CURRENT_TIMESTAMP whose value TiDB computed when the
     DDL ran and no message carries (logged; those rows stay NULL)."""
-    from ticdc_lakehouse.column_defaults import UnknownDefault, existing_row_value
-    from ticdc_lakehouse.sql_names import sql_string
-
     try:
         value = existing_row_value(mysql, column.default, column.nullable)
     except UnknownDefault as exc:
@@ -412,8 +405,6 @@ def default_fill(mysql, column) -> Optional[str]:
 def unknown_default(mysql, column) -> Optional[str]:
     """The expression default (``CURRENT_TIMESTAMP``, ``(uuid())``) of an added column, whose value TiDB computed
     for the existing rows when the DDL ran and no message carries; None for any other default."""
-    from ticdc_lakehouse.column_defaults import UnknownDefault, existing_row_value
-
     try:
         existing_row_value(mysql, column.default, column.nullable)
     except UnknownDefault:
@@ -432,11 +423,9 @@ def _descriptor(column) -> str:
     )
 
 
-def _schema_change(ctx: "RunContext", tx, target, change) -> Optional[tuple[str, str]]:
+def _schema_change(ctx: RunContext, tx, target, change) -> Optional[tuple[str, str]]:
     """One schema change inside the table's transaction; keeps ``target``'s column list in step so later
     clauses of the same statement see earlier ones. Returns (column, SQL literal) to fill existing rows with."""
-    from ticdc_lakehouse.iceberg.columns import TargetColumn
-
     ji = ctx.ji
     if isinstance(change, dp.MetadataOnly) or isinstance(change, dp.SetDefault):
         return None  # recorded by the marker snapshot (tidb.ddl), no schema change
@@ -509,7 +498,7 @@ def _schema_change(ctx: "RunContext", tx, target, change) -> Optional[tuple[str,
     return None
 
 
-def _create(ctx: "RunContext", record: DDLRecord, table_schema) -> bool:
+def _create(ctx: RunContext, record: DDLRecord, table_schema) -> bool:
     target = ctx.target(table_schema.schema, table_schema.table, refresh=True)
     if not target.exists and removal_applied(ctx, table_schema.schema, table_schema.table, record.commit_ts):
         return False  # created, then dropped or renamed away, before (a rerun re-reads the whole sequence)
@@ -518,11 +507,11 @@ def _create(ctx: "RunContext", record: DDLRecord, table_schema) -> bool:
             return False
         # Upstream created it fresh at this ts: what we hold is older (e.g. inferred from rows): replace it.
         ctx.ji.drop_table(target.namespace, target.name)
-    ctx.create(table_schema, record.commit_ts, _summary(ctx, record))
+    table_work.create(ctx, table_schema, record.commit_ts, _summary(ctx, record))
     return True
 
 
-def _rename(ctx: "RunContext", record: DDLRecord, change) -> bool:
+def _rename(ctx: RunContext, record: DDLRecord, change) -> bool:
     ts = record.commit_ts
     old = ctx.target(change.old_schema, change.old_table, refresh=True)
     new = ctx.target(change.new_schema, change.new_table, refresh=True)
@@ -553,18 +542,18 @@ def _rename(ctx: "RunContext", record: DDLRecord, change) -> bool:
     return True
 
 
-def apply_bootstrap(ctx: "RunContext", record: DDLRecord) -> None:
+def apply_bootstrap(ctx: RunContext, record: DDLRecord) -> None:
     """Simple's BOOTSTRAP: create a missing table from the schema (never alters an existing one)."""
-    table_schema = table_schema_from_json(record.table_schema)
+    table_schema = record.table_schema
     if table_schema is None:
         return
     target = ctx.target(table_schema.schema, table_schema.table)
     if target.exists:
         return
-    ctx.create(table_schema, 0, ctx.summary(**{CREATED_FROM_PROPERTY: "bootstrap"}))
+    table_work.create(ctx, table_schema, 0, ctx.summary(**{CREATED_FROM_PROPERTY: "bootstrap"}))
 
 
-def apply_resolutions(ctx: "RunContext", resolutions: Iterable["HaltedTable"]) -> None:
+def apply_resolutions(ctx: RunContext, resolutions: Iterable[HaltedTable]) -> None:
     """Operator decisions on halted tables: ``skip`` marks the DDL as applied (the operator changed the table
     by hand), ``retry`` simply lets the run apply it again."""
     for halt in resolutions:

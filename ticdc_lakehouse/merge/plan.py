@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Optional
 
+from ticdc_lakehouse.model import DDLEvent, TableSchema
+
 PartitionKey = tuple[str, int]
 TableKey = tuple[str, str]
 
@@ -43,7 +45,9 @@ def merge_resolved(previous: Mapping[PartitionKey, int], seen: Mapping[Partition
 
 @dataclass(frozen=True)
 class DDLRecord:
-    """A DDL as read from the decoded stream (any partition)."""
+    """A DDL as the run plans and applies it: the decoded ``DDLEvent``'s values with its Kafka position spelt
+    out (any partition). The decode tasks build it (``staged_stats``) and hand it to the driver as is (pickled),
+    so the table schema a protocol sent arrives typed, with no JSON in between."""
 
     commit_ts: int
     schema: str
@@ -54,8 +58,16 @@ class DDLRecord:
     partition: int
     offset: int
     seq: int = 0
-    table_schema: Optional[str] = None  # JSON (Simple protocol)
+    table_schema: Optional[TableSchema] = None  # the table after the DDL, where the protocol sends it
     is_bootstrap: bool = False
+
+    @classmethod
+    def from_event(cls, event: DDLEvent) -> "DDLRecord":
+        pos = event.position
+        return cls(commit_ts=event.commit_ts, schema=event.schema or "", table=event.table or "",
+                   query=event.query or "", ddl_type=event.ddl_type or "", topic=pos.topic,
+                   partition=pos.partition, offset=pos.offset, seq=pos.seq or 0, table_schema=event.table_schema,
+                   is_bootstrap=bool(event.is_bootstrap))
 
     @property
     def identity(self) -> tuple:

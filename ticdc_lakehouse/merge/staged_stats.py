@@ -14,12 +14,11 @@ idempotent; the counts are only reported (events read, dead letters), where a re
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Optional
+from typing import Iterable, Optional
 
 from pyspark.accumulators import AccumulatorParam
 
-from ticdc_lakehouse.events_arrow import event_to_row
-from ticdc_lakehouse.merge.plan import PartitionKey, TableKey, table_key
+from ticdc_lakehouse.merge.plan import DDLRecord, PartitionKey, TableKey, table_key
 from ticdc_lakehouse.model import DDLEvent, DecodeFailure, Event, ResolvedEvent, RowChange
 
 #: a DDL's Kafka position (topic, partition, offset, seq): the same DDL from a re-run task is the same key
@@ -127,7 +126,7 @@ class StatsPart:
     max_commit_ts: int = 0
     resolved: dict[PartitionKey, int] = field(default_factory=dict)
     rows: dict[tuple[str, str], TableRows] = field(default_factory=dict)
-    ddls: dict[DDLPosition, dict[str, Any]] = field(default_factory=dict)
+    ddls: dict[DDLPosition, DDLRecord] = field(default_factory=dict)
 
     def absorb(self, other: "StatsPart") -> "StatsPart":
         self.events += other.events
@@ -154,17 +153,6 @@ class StatsParam(AccumulatorParam):
 
     def addInPlace(self, value1: StatsPart, value2: StatsPart) -> StatsPart:
         return value1.absorb(value2)
-
-
-#: the fields of a DDL event the planner reads (those of ``plan.DDLRecord``, under the event-schema names)
-DDL_FIELDS = ("commit_ts", "schema_name", "table_name", "ddl_query", "ddl_type", "topic", "partition", "offset", "seq",
-              "table_schema", "is_bootstrap")
-
-
-def ddl_fields(event: DDLEvent) -> dict[str, Any]:
-    """A DDL event as the planner reads it: the same values the event's staged row holds."""
-    row = event_to_row(event)
-    return {name: row[name] for name in DDL_FIELDS}
 
 
 class StatsFolder:
@@ -228,7 +216,7 @@ class StatsFolder:
                     part.resolved[partition] = event.ts
             elif type(event) is DDLEvent:
                 pos = event.position
-                part.ddls[(pos.topic, pos.partition, pos.offset, pos.seq)] = ddl_fields(event)
+                part.ddls[(pos.topic, pos.partition, pos.offset, pos.seq)] = DDLRecord.from_event(event)
                 part.max_commit_ts = max(part.max_commit_ts, event.commit_ts)
             elif type(event) is DecodeFailure:
                 part.failures += 1
@@ -273,21 +261,36 @@ def infer_precision(types: list[tuple[str, str]], scales: dict[str, int]) -> lis
 
 
 @dataclass
+class TableStats:
+    """One table's row events in the whole run, as the planner and the per-table work read them."""
+
+    schema: str  # the upstream names as first seen (the key is case-insensitive)
+    table: str
+    rows: int
+    min_ts: int
+    max_ts: int
+    column_types: list[tuple[str, str]]  # the widest seen, DECIMAL precision inferred (``infer_precision``)
+    key_columns: list[str]
+    layouts: Optional[dict[frozenset[str], int]]  # see ``TableRows.layouts`` and ``columns_sent``
+    defines_columns: bool  # False: only key-only deletes typed it (see ``TableRows.key_only``)
+    ops: dict[str, int]  # row events per op (I/U/D), only reported
+
+
+@dataclass
 class StagedStats:
     """The planner's view of all staged events: names merged case-insensitively, DDLs in one list."""
 
     resolved: dict[PartitionKey, int]  # partition -> greatest resolved ts seen
-    rows: dict[TableKey, dict[str, Any]]  # table -> schema/table names, rows, ts range, column types, keys
+    rows: dict[TableKey, TableStats]
     failures: int
     max_commit_ts: int
     events: int = 0
-    ddls: list[dict[str, Any]] = field(default_factory=list)
+    ddls: list[DDLRecord] = field(default_factory=list)  # in Kafka position order
 
 
 def finish(part: StatsPart) -> StagedStats:
     """The merged part as the planner uses it: tables keyed case-insensitively (TiDB names are), each with the
     widest column types seen (DECIMAL precision inferred from a sample value)."""
-    rows: dict[TableKey, dict[str, Any]] = {}
     merged: dict[TableKey, TableRows] = {}
     names: dict[TableKey, tuple[str, str]] = {}
     for (schema, table), entry in sorted(part.rows.items()):
@@ -297,12 +300,11 @@ def finish(part: StatsPart) -> StagedStats:
         else:
             merged[key] = replace(entry)
             names[key] = (schema, table)
-    for key, entry in merged.items():
-        rows[key] = {
-            "schema": names[key][0], "table": names[key][1], "rows": entry.rows, "min_ts": entry.min_ts,
-            "max_ts": entry.max_ts, "column_types": infer_precision(entry.column_types, entry.scales),
-            "key_columns": list(entry.key_columns), "layouts": entry.layouts,
-            "defines_columns": not entry.key_only, "ops": dict(entry.ops),
-        }
+    rows = {
+        key: TableStats(*names[key], entry.rows, entry.min_ts, entry.max_ts,
+                        infer_precision(entry.column_types, entry.scales), list(entry.key_columns), entry.layouts,
+                        not entry.key_only, dict(entry.ops))
+        for key, entry in merged.items()
+    }
     ddls = [part.ddls[position] for position in sorted(part.ddls)]
     return StagedStats(dict(part.resolved), rows, part.failures, part.max_commit_ts, part.events, ddls)

@@ -6,7 +6,7 @@ key from a broken producer). A plain CAST would round, wrap, give NULL or (under
 every run. So each value is judged with ANSI-safe expressions only (patterns, ``try_cast``, range checks): a
 value that is not exact for its column yields a one-line reason, never NULL or a rounded number.
 
-How the merge uses it (``changes.typed_value``, ``engine.RunContext.flush``): the typed value of a column is
+How the merge uses it (``changes.typed_value``, ``table_work.flush``): the typed value of a column is
 guarded by :func:`value_problem`; a change set holding a bad value fails its MERGE with :data:`INVALID_VALUE`
 (nothing commits), and only then the driver asks for the bad events (:func:`invalid_events`, a filter run in the
 executors) to dead-letter them (or halt the table in ``hold`` mode), and merges the rest. The common case, a clean
