@@ -140,11 +140,7 @@ def one_loop(graph: dict[str, set[str]], component: frozenset[str]) -> list[str]
 
 #: circles another change of the same issue removes, each with that change; the test fails once one is gone, so its
 #: entry is deleted with the change that broke it
-PENDING: dict[frozenset[str], str] = {
-    frozenset({"ticdc_lakehouse.merge.ddl_apply", "ticdc_lakehouse.merge.engine"}):
-        "ddl_apply types its functions with engine.RunContext: the engine split (issue 23 item 2) moves the run's "
-        "state to a module of its own",
-}
+PENDING: dict[frozenset[str], str] = {}
 
 
 def _describe(graph: dict[str, set[str]], component: frozenset[str]) -> str:
