@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
 from ticdc_lakehouse.model import DELETE, UPDATE
+from ticdc_lakehouse.mysql_types import parse_type
 
 OP = "_op"
 PRESENT = "_present_"  # prefix of the per-column "value was sent" flags
@@ -41,8 +42,6 @@ def sql_string(text: str) -> str:
 
 
 def _mysql_base(descriptor: Optional[str]) -> tuple[str, tuple[str, ...]]:
-    from ticdc_lakehouse.mysql_types import parse_type
-
     if not descriptor:
         return "", ()
     parsed = parse_type(descriptor)
@@ -83,6 +82,8 @@ def typed_value(values: str, named_enums: Column, column: TargetColumn) -> Colum
     ``named_enums``); the element list comes from the target column's MySQL type. An index or bitmask past the
     members is an invalid value here (``names_from_numbers_sql`` alone makes it NULL, for stored numbers).
     """
+    # here, not at the top: value_checks imports TargetColumn from this module (a circle inside merge/ that
+    # ends once TargetColumn lives in a module of its own)
     from ticdc_lakehouse.merge.value_checks import guarded, raw_sql, try_cast_sql, value_problem
 
     raw = F.col(values).getItem(column.name)

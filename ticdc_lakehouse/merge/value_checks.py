@@ -20,10 +20,12 @@ import re
 import threading
 from typing import Optional, Sequence
 
+from pyspark import StorageLevel
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from ticdc_lakehouse.merge.changes import TargetColumn, _mysql_base, sql_string
+from ticdc_lakehouse.merge.changes import TargetColumn, _mysql_base, sql_string, table_rows
+from ticdc_lakehouse.mysql_types import iceberg_type, parse_type
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +99,6 @@ def _fits(raw: str, spark_type: str, base: str, elements: Sequence[str]) -> Opti
 
 def iceberg_text(descriptor: Optional[str]) -> Optional[str]:
     """The Iceberg type a MySQL descriptor maps to (None without one), to say a stored type only where it differs."""
-    from ticdc_lakehouse.mysql_types import iceberg_type, parse_type
-
     return iceberg_type(parse_type(descriptor)) if descriptor else None
 
 
@@ -199,10 +199,6 @@ def set_aside_invalid(ctx, schema: str, table: str, target, lower: int, upto_ts:
     ``hold`` mode halts the table at the first bad event's commit ts (``lakehouse status`` shows it with
     :data:`ROW_HALT`) and returns the events with the new upper bound below it; a row the operator skipped there
     (``lakehouse skip-message T/P/O``) is dead-lettered instead. Returns (events, upto_ts)."""
-    from pyspark import StorageLevel
-
-    from ticdc_lakehouse.merge.changes import table_rows
-
     rows = table_rows(ctx.events, schema, table, lower, upto_ts)
     label = f"{schema}.{table}"
     where = F.format_string(ROW_HALT.replace("{topic}", "%s").replace("{partition}", "%d").replace("{offset}", "%d"),
