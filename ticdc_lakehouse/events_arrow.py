@@ -74,22 +74,6 @@ def table_schema_to_json(schema: Optional[TableSchema]) -> Optional[str]:
     return json.dumps(asdict(schema), ensure_ascii=False)
 
 
-def table_schema_from_json(text: Optional[str]) -> Optional[TableSchema]:
-    from ticdc_lakehouse.model import ColumnSchema
-
-    if not text:
-        return None
-    data = json.loads(text)
-    columns = tuple(ColumnSchema(**column) for column in data["columns"])
-    return TableSchema(
-        schema=data["schema"],
-        table=data["table"],
-        columns=columns,
-        primary_key=tuple(data.get("primary_key") or ()),
-        version=data.get("version"),
-    )
-
-
 def _raw(raw: Optional[bytes]) -> Optional[str]:
     """A failed message's key or value, whole (base64): the dead-letter table promises the raw bytes, and only
     failures carry them (the landed segment holding them may be deleted by landing retention)."""

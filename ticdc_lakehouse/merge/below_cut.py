@@ -26,9 +26,18 @@ driver, never rows.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import reduce
 from typing import Mapping, Optional, Sequence
 
-from ticdc_lakehouse.merge.plan import PartitionKey, TableKey
+from pyspark.sql import functions as F
+
+from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY
+from ticdc_lakehouse.iceberg.tables import describe
+from ticdc_lakehouse.local_frame import local_frame
+from ticdc_lakehouse.merge.changes import PRESENT, split_key_changes, typed_value
+from ticdc_lakehouse.merge.plan import PartitionKey, TableKey, table_key
+from ticdc_lakehouse.model import DELETE
+from ticdc_lakehouse.sql_names import qualified, quote
 
 REPLAY = "replay"
 LATE = "late"
@@ -67,8 +76,6 @@ def thresholds(cut: int, watermarks: Mapping[TableKey, int], min_ts: Mapping[Tab
 def new_rows_below(events, landed_end: Mapping[PartitionKey, int], bounds: Mapping[TableKey, int]):
     """Row events newly landed since the last checkpoint (offset >= its landed end) at or below their table's
     bound; a partition the checkpoint does not know is new from offset 0."""
-    from pyspark.sql import functions as F
-
     fresh = None
     for (topic, partition), end in sorted(landed_end.items()):
         seen = (F.col("topic") == topic) & (F.col("partition") == partition) & (F.col("offset") < end)
@@ -84,8 +91,6 @@ def new_rows_below(events, landed_end: Mapping[PartitionKey, int], bounds: Mappi
 def covering_snapshots(jtable) -> list[tuple[int, int]]:
     """``(watermark, snapshot id)`` of the main branch's ancestry, one per watermark (its newest snapshot), in
     ascending watermark order: a row at ts ``t`` is compared with the first one whose watermark is >= ``t``."""
-    from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY
-
     newest: dict[int, int] = {}
     snapshot = jtable.currentSnapshot()
     while snapshot is not None:
@@ -103,15 +108,6 @@ def verdicts(spark, catalog: str, rows, target, snapshots: Sequence[tuple[int, i
     An insert or update is a replay when the lake row of its key at the covering snapshot holds every value the
     event carries; a delete when that snapshot has no row of its key. A key-changing update is judged as its two
     halves (delete of the old key, write of the new one): late when either is. All in Spark."""
-    from functools import reduce
-
-    from pyspark.sql import functions as F
-
-    from ticdc_lakehouse.local_frame import local_frame
-    from ticdc_lakehouse.merge.changes import PRESENT, split_key_changes, typed_value
-    from ticdc_lakehouse.model import DELETE
-    from ticdc_lakehouse.sql_names import qualified, quote
-
     columns, keys = target.columns, target.keys
     key_names = [k.name.lower() for k in keys]
     non_keys = [i for i, c in enumerate(columns) if c.name.lower() not in key_names]
@@ -160,11 +156,6 @@ def verdicts(spark, catalog: str, rows, target, snapshots: Sequence[tuple[int, i
 def find_and_record(ctx, checkpoint, min_ts: Mapping[TableKey, int], say) -> Optional[BelowCut]:
     """The run's rows below the cut (see the module doc), recorded in ``_lakehouse.below_cut``; None when the
     decode stats already show there are none (no Spark job ran)."""
-    from pyspark.sql import functions as F
-
-    from ticdc_lakehouse.iceberg.tables import describe
-    from ticdc_lakehouse.merge.plan import table_key
-
     if not checkpoint.resolved_ts:
         return None
     # only tables whose rows reach the cut at all (no catalog read otherwise); not ctx.target: its cache stays as

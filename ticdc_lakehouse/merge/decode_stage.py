@@ -12,7 +12,9 @@ from contextlib import contextmanager
 from typing import Iterator, Mapping, Optional
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.accumulators import Accumulator
+from pyspark.sql import functions as F
 
 from ticdc_lakehouse.decode import DecoderOptions, decode_safely, make_decoder
 from ticdc_lakehouse.events_arrow import EVENT_ARROW_SCHEMA, EVENT_SPARK_SCHEMA, events_to_batch
@@ -89,8 +91,6 @@ def object_records(spark, paths: list[ObjectPath]):
     every Python worker already and takes the same ``[s3]`` settings as landing. Each task reads its share of the
     segments (one index range of ``spark.range``); only the paths go from the driver to the executors.
     """
-    import pyarrow.parquet as pq
-
     slices = max(1, min(len(paths), spark.sparkContext.defaultParallelism * 4))
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -108,8 +108,6 @@ def object_records(spark, paths: list[ObjectPath]):
 
 def landed_records(spark, paths: list[Location], start_offsets: Mapping[tuple[str, int], int]):
     """The landed records at or after each partition's restart offset (a DataFrame, never collected)."""
-    from pyspark.sql import functions as F
-
     if paths and isinstance(paths[0], ObjectPath):
         frame = object_records(spark, paths)
     else:  # a known schema: no schema-inference job
