@@ -187,9 +187,12 @@ def next_steps(home: Path, cut: int) -> str:
         f"  {env} .venv/bin/lakehouse sql \"SELECT * FROM shop.orders ORDER BY id\" --limit 5",
         f"  {env} .venv/bin/lakehouse sql \"SELECT count(*) FROM shop.orders\" --as-of-tso {cut}   # time travel",
         "  without Spark: README 'Reading the lake without Spark' (pyiceberg, DuckDB)",
-        "  Airflow (README 'Airflow'): source scripts/airflow_env.sh && airflow db migrate && airflow standalone",
+        "  Airflow (README 'Airflow', quick start): source scripts/airflow_env.sh && airflow db migrate",
+        "    python -m lakehouse_airflow.pools \"$AIRFLOW_HOME/pools.json\" && airflow pools import \"$AIRFLOW_HOME/pools.json\"",
+        "    airflow standalone   # UI http://localhost:8080, user admin, password printed at start; Ctrl-C stops it",
         "    then in a second shell: source scripts/airflow_env.sh && airflow dags unpause lakehouse_backfill",
         f"    airflow dags trigger lakehouse_backfill --conf '{{\"archive\": \"{home / 'archive'}\"}}'",
+        "    airflow dags list-runs lakehouse_backfill   # until success; then: airflow assets list",
         "  your own changefeed: conf/lakehouse.toml [changefeeds.<name>], then .venv/bin/lakehouse run",
     ])
 
