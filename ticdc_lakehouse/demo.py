@@ -15,6 +15,7 @@ from __future__ import annotations
 import shutil
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from ticdc_lakehouse.config import Settings, load_settings
@@ -58,15 +59,24 @@ def demo_settings(settings: Settings) -> Settings:
 
 
 def run_demo(settings: Settings, protocol: str = "open", transactions: int = 60) -> int:
-    from ticdc_lakehouse.pipeline import backfill
     from ticdc_lakehouse.spark_session import get_spark
-    from ticdc_lakehouse.timetravel import as_of_sql
-    from ticdc_lakehouse.workload import Workload, write_to_archive
 
     started = time.monotonic()
     demo = demo_settings(settings)
     shutil.rmtree(demo.home, ignore_errors=True)
-    archive = demo.home / "archive"
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="demo-workload") as generator:
+        # the workload is generated and archived (pure Python) while this thread starts Spark (mostly waiting on
+        # the JVM); the session stays this thread's, as the Spark calls that follow expect
+        generated = generator.submit(_first_archive, demo.home / "archive", protocol, transactions)
+        spark = get_spark(demo, "lakehouse-demo")
+        workload = generated.result()
+    return _backfill_and_check(demo, spark, workload, protocol, transactions, started)
+
+
+def _first_archive(archive: Path, protocol: str, transactions: int):
+    """Step 1: the workload's first two thirds (with DDL mid-stream and a replayed tail), as an archived topic."""
+    from ticdc_lakehouse.workload import Workload, write_to_archive
+
     _banner(f"1. A TiCDC changefeed ({protocol}) for schema `shop`, archived as Kafka log segments")
     workload = Workload(seed=11, partitions=3)
     workload.create_sample_tables()
@@ -84,9 +94,18 @@ def run_demo(settings: Settings, protocol: str = "open", transactions: int = 60)
     records = write_to_archive(workload, archive, TOPIC, protocol)
     print(f"wrote {records} TiCDC messages to {archive}/{TOPIC}-{{0,1,2}}/*.log")
     print(f"partition resolved ts: {workload.resolved} (they lag each other; the global one is the minimum)")
+    return workload
 
+
+def _backfill_and_check(demo: Settings, spark, workload, protocol: str, transactions: int, started: float) -> int:
+    """Steps 2-5: backfill, grow and backfill again, time travel, status; every table checked against upstream."""
+    from ticdc_lakehouse.pipeline import backfill
+    from ticdc_lakehouse.timetravel import as_of_sql
+    from ticdc_lakehouse.workload import write_to_archive
+
+    archive = demo.home / "archive"
+    first = transactions * 2 // 3
     _banner("2. lakehouse backfill --archive ...  (land the segments, merge up to the global resolved ts)")
-    spark = get_spark(demo, "lakehouse-demo")
     say = _progress()
     result = backfill(demo, archive, protocol=protocol, spark=spark, progress=say)
     cut1 = result["merge"]["resolved_ts"]
@@ -118,10 +137,10 @@ def run_demo(settings: Settings, protocol: str = "open", transactions: int = 60)
     rows = _show(spark, sql, limit=5)
     print(f"({len(rows)} shown) the old column name `email` is back: the snapshot keeps its schema")
     print(f"plain Spark: SELECT * FROM shop.customers VERSION AS OF 'tso_{cut1}'")
-    for name in workload.expected_json(cut1):
-        expected = workload.expected_json(cut1)[name]
-        rewritten = as_of_sql(spark, demo, f"SELECT * FROM {name}", cut1)
-        got = spark.sql(rewritten).count()
+    then = workload.expected_json(cut1)
+    counts = _counts(spark, {name: as_of_sql(spark, demo, f"SELECT * FROM {name}", cut1) for name in then})
+    for name, expected in then.items():
+        got = counts[name]
         same = got == len(expected)
         ok &= same
         print(f"  {name:<24} {got:>4} rows as of cut 1  {'equal to upstream then' if same else 'DIFFERENT'}")
@@ -133,6 +152,14 @@ def run_demo(settings: Settings, protocol: str = "open", transactions: int = 60)
     print(f"\ndemo {'OK' if ok else 'FAILED'} in {time.monotonic() - started:.0f} s; state in {demo.home}")
     print(next_steps(demo.home, cut1))
     return 0 if ok else 1
+
+
+def _counts(spark, queries: dict[str, str]) -> dict[str, int]:
+    """The row count of each query, in one Spark job (a UNION ALL) rather than one job per table."""
+    union = " UNION ALL ".join(f"SELECT {index} AS i, count(*) AS n FROM ({sql})"
+                               for index, sql in enumerate(queries.values()))
+    got = dict(tuple(row) for row in spark.sql(union).collect())
+    return {name: int(got[index]) for index, name in enumerate(queries)}
 
 
 def _progress():
@@ -160,9 +187,12 @@ def next_steps(home: Path, cut: int) -> str:
         f"  {env} .venv/bin/lakehouse sql \"SELECT * FROM shop.orders ORDER BY id\" --limit 5",
         f"  {env} .venv/bin/lakehouse sql \"SELECT count(*) FROM shop.orders\" --as-of-tso {cut}   # time travel",
         "  without Spark: README 'Reading the lake without Spark' (pyiceberg, DuckDB)",
-        "  Airflow (README 'Airflow'): source scripts/airflow_env.sh && airflow db migrate && airflow standalone",
+        "  Airflow (README 'Airflow', quick start): source scripts/airflow_env.sh && airflow db migrate",
+        "    python -m lakehouse_airflow.pools \"$AIRFLOW_HOME/pools.json\" && airflow pools import \"$AIRFLOW_HOME/pools.json\"",
+        "    airflow standalone   # UI http://localhost:8080, user admin, password printed at start; Ctrl-C stops it",
         "    then in a second shell: source scripts/airflow_env.sh && airflow dags unpause lakehouse_backfill",
         f"    airflow dags trigger lakehouse_backfill --conf '{{\"archive\": \"{home / 'archive'}\"}}'",
+        "    airflow dags list-runs lakehouse_backfill   # until success; then: airflow assets list",
         "  your own changefeed: conf/lakehouse.toml [changefeeds.<name>], then .venv/bin/lakehouse run",
     ])
 

@@ -19,6 +19,8 @@ from typing import Mapping, Optional
 #: the repository root (``plugins/lakehouse_airflow/env.py`` -> ``.``)
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DAGS_FOLDER = PROJECT_ROOT / "dags"
+#: tasks a local Airflow (``airflow standalone``) runs at once
+LOCAL_PARALLELISM = 4
 PLUGINS_FOLDER = PROJECT_ROOT / "plugins"
 
 
@@ -46,6 +48,9 @@ def airflow_env(environ: Optional[Mapping[str, str]] = None) -> dict[str, str]:
         "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS_FOLDER),
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(PLUGINS_FOLDER),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        # the LocalExecutor starts this many worker processes up front (Airflow's default 32: ~4 GiB of idle
+        # workers); a local deployment runs a few tasks at once, each merge with its own Spark driver
+        "AIRFLOW__CORE__PARALLELISM": str(LOCAL_PARALLELISM),
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{airflow_home / 'airflow.db'}",
         # spark-submit and the venv's tools must be found by task processes too
         "PATH": os.pathsep.join(dict.fromkeys([str(Path(sys.executable).parent)]
