@@ -17,6 +17,7 @@ bench: setup
 	.venv/bin/python bench/decode.py
 	.venv/bin/python bench/land.py
 	.venv/bin/python bench/merge.py
+	.venv/bin/python bench/tables.py
 
 clean:
 	rm -rf .lakehouse

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 
@@ -58,10 +59,30 @@ def test_a_jvm_given_an_archive_it_cannot_use_starts_normally_and_quietly(tmp_pa
 def test_the_test_session_runs_with_the_archive_setup_trained(spark):
     """``make setup`` trains the archive before the tests: the session's driver was started with it."""
     options = spark.sparkContext.getConf().get("spark.driver.extraJavaOptions")
-    trained = jvm_archive.archive_path(spark.sparkContext.getConf().get("spark.jars").split(","))
+    class_path = spark.sparkContext.getConf().get("spark.driver.extraClassPath")
+    trained = jvm_archive.archive_path(class_path.split(os.pathsep))
     if trained is None or not trained.is_file():
         pytest.skip("no class archive trained on this machine (run make setup)")
     arguments = list(spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
                      .getInputArguments())
     assert f"-XX:SharedArchiveFile={trained}" in options.split()
     assert f"-XX:SharedArchiveFile={trained}" in arguments
+
+
+@pytest.mark.spark
+def test_a_local_session_loads_iceberg_from_the_driver_class_path(spark):
+    """Where the archive can share its classes, and without a per-run copy of the jars into the executor."""
+    from ticdc_lakehouse.spark_session import ICEBERG_JAR_NAME
+
+    class_path = spark.sparkContext._jvm.java.lang.System.getProperty("java.class.path")
+    assert ICEBERG_JAR_NAME in class_path
+    assert not spark.sparkContext.getConf().get("spark.jars", "")
+
+
+def test_a_cluster_session_ships_the_jars_to_its_executors():
+    from ticdc_lakehouse.spark_session import SparkPlan, jar_settings
+
+    jars = ("/j/iceberg.jar", "/j/sqlite.jar")
+    assert jar_settings(SparkPlan("spark://h:7077", "a", {}, jars)) == {"spark.jars": "/j/iceberg.jar,/j/sqlite.jar"}
+    local = jar_settings(SparkPlan("local[2]", "a", {"spark.driver.extraClassPath": "/mine.jar"}, jars))
+    assert local == {"spark.driver.extraClassPath": os.pathsep.join([*jars, "/mine.jar"])}

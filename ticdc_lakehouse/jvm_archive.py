@@ -50,7 +50,9 @@ def archive_key(jars: Iterable[str]) -> Optional[str]:
     home = _java_home()
     if home is None:
         return None
-    parts = [_identity(home / "lib" / "server" / "libjvm.so")]
+    # the jars are on the driver's class path (spark_session.jar_settings): archives trained with them in
+    # spark.jars (before) are for another class path
+    parts = ["driver-class-path", _identity(home / "lib" / "server" / "libjvm.so")]
     try:
         import pyspark
 

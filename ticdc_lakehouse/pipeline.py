@@ -106,7 +106,17 @@ def backfill(settings: Settings, archive: Path, changefeed: Optional[str] = None
         except ArchiveCorruptError as exc:
             return getattr(exc, "report", None), exc
 
-    landing, corrupt = land_archive()
+    if spark is None:  # the driver JVM starts (seconds) while the archive lands (Python, one core)
+        from concurrent.futures import ThreadPoolExecutor
+
+        from ticdc_lakehouse.spark_session import get_spark
+
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="landing") as pool:
+            landed = pool.submit(land_archive)
+            spark = get_spark(settings, "lakehouse-merge")
+            landing, corrupt = landed.result()
+    else:
+        landing, corrupt = land_archive()
     fault_point("backfill.after_landing")
     result = _merge_or_moved(settings, cf.name, protocol or cf.protocol, stop_ts, progress, spark)
     moved = result["merge"]["quarantined"]

@@ -238,6 +238,17 @@ def session_plan(settings: Settings, app_name: Optional[str] = None) -> SparkPla
     return spark_plan(settings, app_name)
 
 
+def jar_settings(plan: SparkPlan) -> dict[str, str]:
+    """How the session gets ``plan.jars``. A local session puts them on the driver JVM's class path: its classes
+    then load from the application class loader, which the class archive (``jvm_archive``) can share, and no task
+    copies the 110 MB of jars into the executor's scratch directory first, as ``spark.jars`` makes every local
+    run do. A cluster's executors need ``spark.jars`` to fetch them."""
+    if not plan.master.startswith("local"):
+        return {"spark.jars": ",".join(plan.jars)}
+    own = plan.conf.get("spark.driver.extraClassPath")
+    return {"spark.driver.extraClassPath": os.pathsep.join([*plan.jars, *([own] if own else [])])}
+
+
 def get_spark(settings: Settings, app_name: Optional[str] = None) -> "SparkSession":
     """Build (or reuse) the session: paid once per run, shared by every table the run touches."""
     check_pyspark_version()
@@ -254,8 +265,7 @@ def get_spark(settings: Settings, app_name: Optional[str] = None) -> "SparkSessi
         use_catalog(active, settings, plan)
         return active
     builder = SparkSession.builder.master(plan.master).appName(plan.app_name)
-    builder = builder.config("spark.jars", ",".join(plan.jars))
-    for key, value in plan.conf.items():
+    for key, value in {**plan.conf, **jar_settings(plan)}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     apply_secrets(spark, plan)

@@ -51,6 +51,9 @@ class UpstreamTable:
     primary_key: tuple[str, ...]
     version: int
     rows: dict[tuple, Row] = field(default_factory=dict)
+    # with ``Workload(quick_pick=True)``: the keys of ``rows`` in a list (and each one's index), to pick in O(1)
+    keys: list[tuple] = field(default_factory=list, repr=False, compare=False)
+    key_index: dict[tuple, int] = field(default_factory=dict, repr=False, compare=False)
 
     def table_schema(self) -> TableSchema:
         return TableSchema(self.schema, self.name, tuple(self.columns), self.primary_key, self.version)
@@ -60,6 +63,18 @@ class UpstreamTable:
 
     def key_of(self, row: Row) -> tuple:
         return tuple(row[k] for k in self.primary_key)
+
+    def index_key(self, key: tuple) -> None:
+        self.key_index[key] = len(self.keys)
+        self.keys.append(key)
+
+    def unindex_key(self, key: tuple) -> None:
+        """Swap-remove: the last key takes the removed one's place."""
+        at = self.key_index.pop(key)
+        last = self.keys.pop()
+        if at < len(self.keys):
+            self.keys[at] = last
+            self.key_index[last] = at
 
 
 def _create_sql(table: UpstreamTable) -> str:
@@ -112,15 +127,25 @@ SAMPLE_TABLES: list[tuple[str, list[tuple[str, str, bool]], tuple[str, ...]]] = 
     ),
 ]
 
+# The mid-stream DDL a benchmark workload can ask for (``Workload.scripted_ddl``), in the issue's order.
+DDL_KINDS = ("widen", "drop", "create", "truncate", "rename", "add")
+
 
 class Workload:
     """A deterministic upstream + TiCDC simulator. Call ``run_script`` (or the pieces), then encode."""
 
-    def __init__(self, seed: int = 7, partitions: int = 3, schema: str = "shop", partial_updates: bool = False) -> None:
+    def __init__(self, seed: int = 7, partitions: int = 3, schema: str = "shop", partial_updates: bool = False,
+                 keep_history: bool = True, quick_pick: bool = False) -> None:
         """``partial_updates``: updates carry only the key and the columns they change, in both images (as
-        protocols that send only updated columns do), instead of TiCDC's default whole rows."""
+        protocols that send only updated columns do), instead of TiCDC's default whole rows.
+
+        For benchmark-sized workloads (100k+ transactions): ``keep_history=False`` keeps no copy of every table
+        per change (``state_at`` then knows only the latest state), and ``quick_pick=True`` picks the rows to
+        update or delete in O(1) instead of scanning the table (another, still deterministic, choice)."""
         self.rng = random.Random(seed)
         self.partial_updates = partial_updates
+        self.keep_history = keep_history
+        self.quick_pick = quick_pick
         self.partitions = partitions
         self.schema = schema
         self.tables: dict[str, UpstreamTable] = {}
@@ -143,7 +168,10 @@ class Workload:
         return ts
 
     def _remember(self, ts: int) -> None:
-        self.history.append((ts, copy.deepcopy(self.tables)))
+        if self.keep_history:
+            self.history.append((ts, copy.deepcopy(self.tables)))
+        else:
+            self.history = [(ts, self.tables)]
 
     def _send(self, partition: int, event: Event) -> None:
         self.sent[partition].append(event)
@@ -167,10 +195,19 @@ class Workload:
         self._remember(ts)
         return ts
 
-    def create_sample_tables(self) -> None:
+    def create_sample_tables(self, count: int = len(SAMPLE_TABLES)) -> None:
+        """The database and ``count`` tables: the sample tables, then copies of their shapes (``customers_1``,
+        ``orders_1``, ``order_items_1``, ``customers_2``...)."""
         self.ddl(f"CREATE DATABASE `{self.schema}`", "CREATE_SCHEMA", None, lambda: None)
-        for name, columns, pk in SAMPLE_TABLES:
-            self.create_table(name, columns, pk)
+        for i in range(count):
+            self.create_sample_copy(i)
+
+    def create_sample_copy(self, i: int) -> str:
+        """CREATE TABLE of the ``i``-th sample-shaped table (see ``create_sample_tables``); returns its name."""
+        name, columns, pk = SAMPLE_TABLES[i % len(SAMPLE_TABLES)]
+        name = name if i < len(SAMPLE_TABLES) else f"{name}_{i // len(SAMPLE_TABLES)}"
+        self.create_table(name, columns, pk)
+        return name
 
     def show_create_tables(self) -> str:
         """The CREATE TABLE statements of every current table, as ``SHOW CREATE TABLE`` upstream would give them."""
@@ -187,6 +224,36 @@ class Workload:
         ts = self.ddl(_create_sql(table), "CREATE_TABLE", name, create)
         self.next_id[name] = 1
         return ts
+
+    def truncate_table(self, name: str) -> int:
+        """TRUNCATE TABLE: every row is gone, without row events."""
+
+        def mutate() -> None:
+            table = self.tables[name]
+            table.rows.clear()
+            table.keys.clear()
+            table.key_index.clear()
+
+        return self.ddl(f"TRUNCATE TABLE `{self.schema}`.`{name}`", "TRUNCATE_TABLE", name, mutate)
+
+    def scripted_ddl(self, kind: str) -> int:
+        """One of ``DDL_KINDS`` on the sample tables: widen ``orders.qty`` to bigint, drop
+        ``order_items.blobby``, create the next sample-shaped table, truncate ``customers``, rename
+        ``customers.email``, add ``orders.discount``."""
+        if kind == "widen":
+            return self.modify_column("orders", "qty", "bigint")
+        if kind == "drop":
+            return self.drop_column("order_items", "blobby")
+        if kind == "create":
+            self.create_sample_copy(len(self.tables))
+            return self.last_ts
+        if kind == "truncate":
+            return self.truncate_table("customers")
+        if kind == "rename":
+            return self.rename_column("customers", "email", "contact_email")
+        if kind == "add":
+            return self.add_column("orders", "discount", "decimal(5,2)")
+        raise ValueError(f"unknown DDL kind {kind!r}; expected one of {DDL_KINDS}")
 
     def drop_table(self, name: str) -> int:
         """DROP TABLE: the table and its rows are gone upstream from this ts on."""
@@ -319,6 +386,34 @@ class Workload:
             schema_version=table.version,
         ))
 
+    def _picker(self, table: UpstreamTable, touched: set[tuple[str, tuple]]) -> Optional[Callable[[], tuple]]:
+        """A function choosing a live row's key not yet changed in this transaction; None when there is none.
+        The scan runs before the transaction's roll is used, as it always did (the demo's output depends on it)."""
+        if self.quick_pick:
+            changed = sum(1 for name, key in touched if name == table.name and key in table.key_index)
+            return (lambda: self._quick_choice(table, touched)) if len(table.keys) > changed else None
+        live = [k for k in table.rows if (table.name, k) not in touched]
+        return (lambda: self.rng.choice(live)) if live else None
+
+    def _quick_choice(self, table: UpstreamTable, touched: set[tuple[str, tuple]]) -> tuple:
+        for _ in range(8):
+            key = table.keys[self.rng.randrange(len(table.keys))]
+            if (table.name, key) not in touched:
+                return key
+        return self.rng.choice([k for k in table.keys if (table.name, k) not in touched])
+
+    def _put_row(self, table: UpstreamTable, row: Row) -> tuple:
+        key = table.key_of(row)
+        if self.quick_pick and key not in table.rows:
+            table.index_key(key)
+        table.rows[key] = row
+        return key
+
+    def _pop_row(self, table: UpstreamTable, key: tuple) -> Row:
+        if self.quick_pick:
+            table.unindex_key(key)
+        return table.rows.pop(key)
+
     def transaction(self, changes: int = 4) -> int:
         """One upstream transaction of random inserts, updates, deletes and primary-key changes."""
         ts = self._next_ts()
@@ -326,15 +421,14 @@ class Workload:
         for _ in range(changes):
             table = self.tables[self.rng.choice(sorted(self.tables))]
             roll = self.rng.random()
-            live = [k for k in table.rows if (table.name, k) not in touched]
-            if roll < 0.45 or not live:
+            pick = self._picker(table, touched)
+            if roll < 0.45 or pick is None:
                 row = self._new_row(table)
-                key = table.key_of(row)
-                table.rows[key] = row
+                key = self._put_row(table, row)
                 touched.add((table.name, key))
                 self._row_event(table, ts, INSERT, row, None)
             elif roll < 0.75:
-                key = self.rng.choice(live)
+                key = pick()
                 old = table.rows[key]
                 new = dict(old)
                 for column in table.columns:
@@ -344,18 +438,18 @@ class Workload:
                 touched.add((table.name, key))
                 self._row_event(table, ts, UPDATE, new, old)
             elif roll < 0.9:
-                key = self.rng.choice(live)
-                old = table.rows.pop(key)
+                key = pick()
+                old = self._pop_row(table, key)
                 touched.add((table.name, key))
                 self._row_event(table, ts, DELETE, None, old)
             else:  # primary-key change: TiCDC sends delete(old key) + insert(new key)
-                key = self.rng.choice(live)
-                old = table.rows.pop(key)
+                key = pick()
+                old = self._pop_row(table, key)
                 new = dict(old)
                 new[table.primary_key[-1]] = str(self.next_id[table.name])
                 self.next_id[table.name] += 1
-                table.rows[table.key_of(new)] = new
-                touched.update({(table.name, key), (table.name, table.key_of(new))})
+                new_key = self._put_row(table, new)
+                touched.update({(table.name, key), (table.name, new_key)})
                 self._row_event(table, ts, DELETE, None, old)
                 self._row_event(table, ts, INSERT, new, None)
         self.txn_ts.append(ts)
@@ -481,25 +575,44 @@ def encoder_for(protocol: str):
     return spec_of(protocol).make_encoder()
 
 
-def encode_partitions(events: dict[int, list[Event]], protocol: str) -> dict[int, list[tuple]]:
-    """Per partition, ``(key, value, headers, timestamp_ms)`` records in send order."""
+def encode_partitions(events: dict[int, list[Event]], protocol: str,
+                      max_batch_size: int = 1) -> dict[int, list[tuple]]:
+    """Per partition, ``(key, value, headers, timestamp_ms)`` records in send order.
+
+    ``max_batch_size`` > 1 batches consecutive row events the way TiCDC does (its default is 16; a DDL or
+    resolved event closes the batch and goes alone), for the protocols whose encoder batches (Open, Craft)."""
     encoder = encoder_for(protocol)
+    batching = max_batch_size > 1 and hasattr(encoder, "encode_rows")
     records: dict[int, list[tuple]] = {}
     for partition, items in events.items():
-        out = []
+        out: list[tuple] = []
+        rows: list[RowChange] = []
+
+        def close_rows() -> None:
+            for start in range(0, len(rows), max_batch_size):
+                key, value = encoder.encode_batch(rows[start : start + max_batch_size])
+                out.append((key, value, [], (rows[start].commit_ts >> TSO_LOGICAL_BITS) or None))
+            rows.clear()
+
         for event in items:
+            if batching and isinstance(event, RowChange):
+                rows.append(event)
+                continue
+            close_rows()
             key, value = encoder.encode(event)
             ts = getattr(event, "commit_ts", None) or getattr(event, "ts", 0)
             out.append((key, value, [], (ts >> TSO_LOGICAL_BITS) or None))
+        close_rows()
         records[partition] = out
     return records
 
 
 def write_to_archive(workload: Workload, archive_dir: Path | str, topic: str, protocol: str,
-                     compression: str = "none") -> int:
-    """Append the workload's new events to a Kafka log directory; returns how many records were written."""
+                     compression: str = "none", max_batch_size: int = 1) -> int:
+    """Append the workload's new events to a Kafka log directory; returns how many records were written.
+    ``max_batch_size``: as for :func:`encode_partitions` (16 for TiCDC's default batching)."""
     from ticdc_lakehouse.archive_writer import write_archive
 
-    records = encode_partitions(workload.new_events(), protocol)
+    records = encode_partitions(workload.new_events(), protocol, max_batch_size)
     write_archive(archive_dir, topic, records, compression=compression, records_per_batch=20, batches_per_segment=3)
     return sum(len(r) for r in records.values())

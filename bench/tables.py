@@ -1,0 +1,263 @@
+"""Tables and DDL benchmark (issue 24): does a run's cost grow with its changes, or with its tables and DDL?
+
+Each case is a TiCDC-shaped changefeed (Open Protocol, 3 partitions, TiCDC's batching of up to 16 row events
+per message, DDL and resolved events alone, lagging resolved ts) written as an archived topic (Kafka log
+segments), then backfilled end to end through the CLI in a fresh process: ``lakehouse backfill --archive``, JVM
+start, landing and merge included. Beside each, its baseline: a plain Spark append of the case's final rows into
+fresh Iceberg tables, also in a fresh process (JVM start included). Printed, in one run:
+
+  * DDL:          T transactions over 4 tables with six mid-stream DDL (widen, drop, create, truncate, rename,
+                  add) / the same transactions without DDL                     (target <= 1.2x)
+  * many tables:  the same transactions with the same DDL over 204 tables / over 4 tables  (target <= 1.5x)
+  * throughput:   the 4-table run with DDL, events/s end to end                (target >= 25k/s at 275k events)
+  * driver memory: peak RSS of the backfill's driver (its Python process + JVM), 4 vs 204 tables (flat in N)
+
+The three cases share their transactions' shape: T transactions of 1-4 row changes (an insert, update, delete
+or primary-key change each; 2.75 row events a transaction on average: T = 100,000 gives the issue's 275k row
+events). Generating the workloads is not timed.
+
+Usage: .venv/bin/python bench/tables.py [--quick] [--transactions 100000] [--many-tables 204] [--workdir DIR]
+Settings come from the defaults and ``LAKEHOUSE__SECTION__KEY`` environment variables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+TOPIC = "ticdc-bench"
+PARTITIONS = 3
+TICDC_BATCH = 16  # TiCDC's default max-batch-size for Open Protocol
+RESOLVE_EVERY = 100  # transactions between resolved events (each partition lags by its own few transactions)
+SIX_DDL = ("widen", "drop", "create", "truncate", "rename", "add")
+TARGETS = {"ddl": 1.2, "tables": 1.5, "events_per_s": 25_000}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One workload: ``transactions`` over ``tables`` tables (at the end), ``ddl`` spread evenly mid-stream."""
+
+    name: str
+    transactions: int
+    tables: int
+    ddl: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Timing:
+    seconds: float
+    peak_mb: float  # the driver: its Python process and its JVM (not the Python workers the JVM starts)
+
+
+@dataclass(frozen=True)
+class Measured:
+    case: Case
+    row_events: int
+    final_rows: int
+    backfill: Timing
+    append: Timing
+
+
+def generate(case: Case, directory: Path, seed: int = 24) -> tuple[int, int]:
+    """Write the case's archived topic under ``directory/archive`` and its final rows (strings) and lake types
+    under ``directory/final``; returns (row events, final rows)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ticdc_lakehouse.archive_writer import write_archive
+    from ticdc_lakehouse.model import RowChange
+    from ticdc_lakehouse.mysql_types import iceberg_type, parse_type
+    from ticdc_lakehouse.workload import Workload, encode_partitions
+
+    workload = Workload(seed=seed, partitions=PARTITIONS, schema="bench", keep_history=False, quick_pick=True)
+    creates = case.ddl.count("create")
+    workload.create_sample_tables(case.tables - creates)
+    workload.resolve(final=True)
+    ddl_at = {(k + 1) * case.transactions // (len(case.ddl) + 1): kind for k, kind in enumerate(case.ddl)}
+    for i in range(case.transactions):
+        workload.transaction(workload.rng.randint(1, 4))
+        if i in ddl_at:
+            workload.scripted_ddl(ddl_at[i])
+        if i % RESOLVE_EVERY == RESOLVE_EVERY - 1:
+            workload.resolve()
+    workload.resolve(final=True)
+    events = workload.new_events()
+    row_events = sum(isinstance(e, RowChange) for items in events.values() for e in items)
+    records = encode_partitions(events, "open", max_batch_size=TICDC_BATCH)
+    write_archive(directory / "archive", TOPIC, records, records_per_batch=50, batches_per_segment=200)
+    final = directory / "final"
+    final.mkdir(parents=True, exist_ok=True)
+    types = {}
+    for table in workload.tables.values():
+        columns = [c.name for c in table.columns]
+        types[table.name] = {c.name: iceberg_type(parse_type(c.mysql_type)) for c in table.columns}
+        rows = list(table.rows.values())
+        frame = pa.table({c: pa.array([r.get(c) for r in rows], pa.string()) for c in columns})
+        pq.write_table(frame, final / f"{table.name}.parquet")
+    (final / "types.json").write_text(json.dumps(types))
+    return row_events, sum(len(t.rows) for t in workload.tables.values())
+
+
+def append_final_rows(final: Path) -> None:
+    """The baseline, run in its own process: start Spark as the pipeline does, then create each final table as
+    a plain Iceberg append of its final rows."""
+    from pyspark.sql import functions as F
+
+    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.spark_session import get_spark
+
+    settings = load_settings()
+    spark = get_spark(settings, "bench-append")
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {settings.catalog_name}.bench")
+    for table, columns in json.loads((final / "types.json").read_text()).items():
+        frame = spark.read.parquet(str(final / f"{table}.parquet"))
+        typed = frame.select(*[
+            (F.unbase64(F.col(c)) if kind == "binary" else F.col(c).cast(kind)).alias(c)
+            for c, kind in columns.items()])
+        (typed.writeTo(f"{settings.catalog_name}.bench.`{table}`").using("iceberg")
+         .tableProperty("format-version", "3").create())
+
+
+def timed(command: Sequence[str], env: dict[str, str], log: Path) -> Timing:
+    """Wall time of a fresh process, and the peak RSS of the driver (the Python process and its JVM, which is
+    driver and executor in local mode; not the Python workers) sampled every 100 ms."""
+    import psutil
+
+    started = time.monotonic()
+    with open(log, "w") as out:
+        process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+        peak = 0
+        watched = psutil.Process(process.pid)
+        done = threading.Event()
+
+        def sample() -> None:
+            nonlocal peak
+            while not done.is_set():
+                try:
+                    driver = [watched] + [p for p in watched.children() if p.name() == "java"]
+                    peak = max(peak, sum(p.memory_info().rss for p in driver))
+                except psutil.Error:  # a process may end between listing and reading
+                    pass
+                time.sleep(0.1)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        code = process.wait()
+        seconds = time.monotonic() - started
+        done.set()
+        sampler.join()
+    if code != 0:
+        raise RuntimeError(f"{' '.join(command[:4])} ... failed (exit {code}); see {log}")
+    return Timing(seconds, peak / 2**20)
+
+
+def deployment(home: Path, config: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
+    env.update({k: v for k, v in os.environ.items() if k.startswith("LAKEHOUSE__")})
+    env.update({"LAKEHOUSE_HOME": str(home), "LAKEHOUSE_CONFIG": str(config), "PYTHONPATH": str(ROOT)})
+    return env
+
+
+def measure(case: Case, workdir: Path) -> Measured:
+    directory = workdir / case.name
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    row_events, final_rows = generate(case, directory)
+    config = directory / "lakehouse.toml"
+    config.write_text("")
+    backfill = timed([sys.executable, "-m", "ticdc_lakehouse.cli", "backfill", "--archive",
+                      str(directory / "archive"), "--protocol", "open", "--format", "json"],
+                     deployment(directory / "lake", config), directory / "backfill.log")
+    check_backfill(directory / "backfill.log")
+    append = timed([sys.executable, str(Path(__file__).resolve()), "--append", str(directory / "final")],
+                   deployment(directory / "append", config), directory / "append.log")
+    return Measured(case, row_events, final_rows, backfill, append)
+
+
+def check_backfill(log: Path) -> None:
+    """The backfill's JSON report says ok (a failed merge is no figure)."""
+    text = log.read_text()
+    start = text.find("{\n")
+    report = json.loads(text[start:]) if start >= 0 else {}
+    if not report.get("ok", False):
+        raise RuntimeError(f"the backfill did not report ok; see {log}")
+
+
+def cases(transactions: int, many_tables: int) -> dict[str, Case]:
+    return {
+        "ddl": Case("ddl", transactions, 4, SIX_DDL),
+        "no_ddl": Case("no_ddl", transactions, 4, ()),
+        "many": Case("many", transactions, many_tables, SIX_DDL),
+    }
+
+
+def row(label: str, m: Measured) -> str:
+    b, a = m.backfill, m.append
+    return (f"{label:<44} {m.row_events:>8,} {b.seconds:>8.1f} s {m.row_events / b.seconds:>9,.0f} "
+            f"{a.seconds:>8.1f} s {b.seconds / a.seconds:>6.1f}x {b.peak_mb:>8,.0f} MB")
+
+
+def report(results: dict[str, Measured], many_tables: int) -> str:
+    ddl, no_ddl, many = results["ddl"], results["no_ddl"], results["many"]
+    t = ddl.case.transactions
+    lines = [
+        f"{'workload (Open Protocol, 3 partitions, TiCDC batching)':<44} {'events':>8} {'backfill':>10} "
+        f"{'events/s':>9} {'append':>10} {'/append':>7} {'peak RSS':>11}",
+        row(f"{t:,} txns, 4 tables, no DDL", no_ddl),
+        row(f"{t:,} txns, 4 tables, six DDL", ddl),
+        row(f"{t:,} txns, {many_tables} tables, six DDL", many),
+        "",
+        f"ratio DDL (six DDL / no DDL):        {ddl.backfill.seconds / no_ddl.backfill.seconds:5.2f}x "
+        f"(target <= {TARGETS['ddl']}x; plain appends {ddl.append.seconds / no_ddl.append.seconds:.2f}x)",
+        f"ratio many tables ({many_tables} / 4):         {many.backfill.seconds / ddl.backfill.seconds:5.2f}x "
+        f"(target <= {TARGETS['tables']}x; plain appends {many.append.seconds / ddl.append.seconds:.2f}x)",
+        f"events/s, 4 tables with DDL:         {ddl.row_events / ddl.backfill.seconds:7,.0f} "
+        f"(target >= {TARGETS['events_per_s']:,}/s at 275k events; plain append "
+        f"{ddl.row_events / ddl.append.seconds:,.0f}/s)",
+        f"driver memory ({many_tables} / 4 tables):      {many.backfill.peak_mb / ddl.backfill.peak_mb:5.2f}x "
+        f"(target: flat; {many.backfill.peak_mb:,.0f} MB vs {ddl.backfill.peak_mb:,.0f} MB)",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (300 transactions, 12 tables)")
+    parser.add_argument("--transactions", type=int, default=100_000)
+    parser.add_argument("--many-tables", type=int, default=204)
+    parser.add_argument("--workdir", default=None, help="kept when given (else a temporary directory, removed)")
+    parser.add_argument("--append", default=None, help=argparse.SUPPRESS)  # the baseline's own process
+    args = parser.parse_args(argv)
+    if args.append:
+        append_final_rows(Path(args.append))
+        return 0
+    transactions, many_tables = (300, 12) if args.quick else (args.transactions, args.many_tables)
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench-tables-"))
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; workdir {workdir}", flush=True)
+    results = {}
+    for name, case in cases(transactions, many_tables).items():
+        results[name] = measure(case, workdir)
+        m = results[name]
+        print(f"  {name}: {m.row_events:,} row events, {m.final_rows:,} final rows, backfill "
+              f"{m.backfill.seconds:.1f} s, plain append {m.append.seconds:.1f} s", flush=True)
+    print(report(results, many_tables))
+    if not args.workdir:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
