@@ -36,9 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import orjson  # noqa: E402
 
-from ticdc_lakehouse import model  # noqa: E402
+from ticdc_lakehouse.core import model  # noqa: E402
 from ticdc_lakehouse.decode import make_decoder  # noqa: E402
-from ticdc_lakehouse.model import Message, Position, RowChange  # noqa: E402
+from ticdc_lakehouse.core.model import Message, Position, RowChange  # noqa: E402
 
 DECODE_DIR = Path(__file__).resolve().parents[1] / "ticdc_lakehouse" / "decode"
 
@@ -133,7 +133,7 @@ def _loads_all(payloads: list[bytes], loads: Callable[[bytes], Any] = orjson.loa
 
 
 def _setup_open(rows: list[RowChange]) -> Setup:
-    from ticdc_lakehouse.encode.open_protocol import OpenProtocolEncoder
+    from ticdc_lakehouse.sim.encode.open_protocol import OpenProtocolEncoder
 
     messages = OpenProtocolEncoder().encode_rows(rows)
     return messages, [_open_payloads(key, value) for key, value in messages], _loads_all, None
@@ -142,8 +142,8 @@ def _setup_open(rows: list[RowChange]) -> Setup:
 def _setup_craft(rows: list[RowChange]) -> Setup:
     """Craft has no parser of its own to compare with: its bare units are the Open Protocol payloads of the same
     rows, batched alike (and ``bench`` also times the Open Protocol decoder on them, interleaved)."""
-    from ticdc_lakehouse.encode.craft import CraftEncoder
-    from ticdc_lakehouse.encode.open_protocol import OpenProtocolEncoder
+    from ticdc_lakehouse.sim.encode.craft import CraftEncoder
+    from ticdc_lakehouse.sim.encode.open_protocol import OpenProtocolEncoder
 
     open_messages = OpenProtocolEncoder().encode_rows(rows)
     units = [(_open_payloads(key, value), Message("bench", 0, offset, key, value))
@@ -156,7 +156,7 @@ def _loads_open_payloads(unit: tuple[list[bytes], Message]) -> None:
 
 
 def _setup_simple_json(rows: list[RowChange]) -> Setup:
-    encoder = importlib.import_module("ticdc_lakehouse.encode.simple").SimpleJsonEncoder()
+    encoder = importlib.import_module("ticdc_lakehouse.sim.encode.simple").SimpleJsonEncoder()
     messages = [encoder.encode(row) for row in rows]
     return messages, [[value] for _, value in messages], _loads_all, None
 
@@ -172,7 +172,7 @@ def _setup_simple_avro(rows: list[RowChange]) -> Setup:
     import fastavro
 
     simple = importlib.import_module("ticdc_lakehouse.decode.simple")
-    encoder = importlib.import_module("ticdc_lakehouse.encode.simple").SimpleAvroEncoder()
+    encoder = importlib.import_module("ticdc_lakehouse.sim.encode.simple").SimpleAvroEncoder()
     messages = [encoder.encode(row) for row in rows]
     schema = fastavro.parse_schema(orjson.loads(Path(simple.SCHEMA_FILE).read_bytes()))
     return messages, [[(value, schema)] for _, value in messages], _avro_reader, None

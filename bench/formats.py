@@ -63,8 +63,8 @@ def main() -> None:
     parser.add_argument("--reads", type=int, default=3)
     args = parser.parse_args()
 
-    from ticdc_lakehouse.config import load_settings
-    from ticdc_lakehouse.spark_session import get_spark
+    from ticdc_lakehouse.runtime.config import load_settings
+    from ticdc_lakehouse.runtime.spark_session import get_spark
 
     home = Path(tempfile.mkdtemp(prefix="bench-formats-"))
     settings = load_settings(env={"LAKEHOUSE_HOME": str(home), "LAKEHOUSE_CONFIG": ""})

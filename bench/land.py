@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.broker_fixture import Broker, create_topic, produce  # noqa: E402
-from ticdc_lakehouse.config import ChangefeedConfig  # noqa: E402
+from ticdc_lakehouse.runtime.config import ChangefeedConfig  # noqa: E402
 from ticdc_lakehouse.landing.kafka_source import consumer_config, land_from_kafka  # noqa: E402
 
 

@@ -72,7 +72,7 @@ class PeakMemory:
 
 
 def table_schema(name: str):
-    from ticdc_lakehouse.model import ColumnSchema, TableSchema
+    from ticdc_lakehouse.core.model import ColumnSchema, TableSchema
 
     columns = (
         ColumnSchema("id", "bigint", False),
@@ -115,9 +115,9 @@ def land_changes(settings, events: int, rows_per_table: int, seed: int = 1) -> i
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ticdc_lakehouse.encode.open_protocol import OpenProtocolEncoder
+    from ticdc_lakehouse.sim.encode.open_protocol import OpenProtocolEncoder
     from ticdc_lakehouse.landing.segments import LANDED_SCHEMA, segment_path, write_partition_count
-    from ticdc_lakehouse.model import DDLEvent, Position, ResolvedEvent, RowChange
+    from ticdc_lakehouse.core.model import DDLEvent, Position, ResolvedEvent, RowChange
 
     rng = random.Random(seed)
     encoder = OpenProtocolEncoder()
@@ -216,9 +216,9 @@ def plain_append_seconds(spark, settings, rows: int) -> float:
 
 
 def run_case(events: int, rows: int, workdir: Path) -> dict:
-    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.runtime.config import load_settings
     from ticdc_lakehouse.merge.engine import run_merge
-    from ticdc_lakehouse.spark_session import get_spark, use_catalog
+    from ticdc_lakehouse.runtime.spark_session import get_spark, use_catalog
 
     home = workdir / f"n{events}-m{rows}"
     shutil.rmtree(home, ignore_errors=True)

@@ -1,7 +1,7 @@
 """Fixed per-run cost: what a small run pays before and around its data work, through the CLI, fresh processes.
 
 Measures, ``--rounds`` times (median printed):
-  * ``import``: ``python -c 'import ticdc_lakehouse.cli'`` (the CLI's own start);
+  * ``import``: ``python -c 'import ticdc_lakehouse.commands.cli'`` (the CLI's own start);
   * ``backfill``: ``lakehouse backfill --archive`` of a small archived topic (300 transactions, 4 tables, six DDL)
     into a fresh lake: JVM and session start, landing, catalog, first queries, the merge;
   * ``backfill, nothing new``: the same command again: landing finds nothing, the merge has nothing to apply;
@@ -48,10 +48,10 @@ def one_round(code: Path, archive: Path, home: Path) -> dict[str, float]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE")}
     env.update({"LAKEHOUSE_HOME": str(home / "lake"), "LAKEHOUSE_CONFIG": str(home / "none.toml"),
                 "PYTHONPATH": str(code)})
-    cli = [sys.executable, "-m", "ticdc_lakehouse.cli"]
+    cli = [sys.executable, "-m", "ticdc_lakehouse.commands.cli"]
     backfill = [*cli, "backfill", "--archive", str(archive), "--protocol", "open", "--format", "json"]
     return {
-        "import": timed([sys.executable, "-c", "import ticdc_lakehouse.cli"], env),
+        "import": timed([sys.executable, "-c", "import ticdc_lakehouse.commands.cli"], env),
         "backfill": timed(backfill, env),
         "backfill, nothing new": timed(backfill, env),
         "status": timed([*cli, "status", "--no-kafka"], env),

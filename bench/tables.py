@@ -77,10 +77,10 @@ def generate(case: Case, directory: Path, seed: int = 24) -> tuple[int, int]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ticdc_lakehouse.archive_writer import write_archive
-    from ticdc_lakehouse.model import RowChange
-    from ticdc_lakehouse.mysql_types import iceberg_type, parse_type
-    from ticdc_lakehouse.workload import Workload, encode_partitions
+    from ticdc_lakehouse.sim.archive_writer import write_archive
+    from ticdc_lakehouse.core.model import RowChange
+    from ticdc_lakehouse.core.mysql_types import iceberg_type, parse_type
+    from ticdc_lakehouse.sim.workload import Workload, encode_partitions
 
     workload = Workload(seed=seed, partitions=PARTITIONS, schema="bench", keep_history=False, quick_pick=True)
     creates = case.ddl.count("create")
@@ -116,8 +116,8 @@ def append_final_rows(final: Path) -> None:
     a plain Iceberg append of its final rows."""
     from pyspark.sql import functions as F
 
-    from ticdc_lakehouse.config import load_settings
-    from ticdc_lakehouse.spark_session import get_spark
+    from ticdc_lakehouse.runtime.config import load_settings
+    from ticdc_lakehouse.runtime.spark_session import get_spark
 
     settings = load_settings()
     spark = get_spark(settings, "bench-append")
@@ -178,7 +178,7 @@ def measure(case: Case, workdir: Path) -> Measured:
     row_events, final_rows = generate(case, directory)
     config = directory / "lakehouse.toml"
     config.write_text("")
-    backfill = timed([sys.executable, "-m", "ticdc_lakehouse.cli", "backfill", "--archive",
+    backfill = timed([sys.executable, "-m", "ticdc_lakehouse.commands.cli", "backfill", "--archive",
                       str(directory / "archive"), "--protocol", "open", "--format", "json"],
                      deployment(directory / "lake", config), directory / "backfill.log")
     check_backfill(directory / "backfill.log")

@@ -12,6 +12,6 @@ for _path in (Path(__file__).resolve().parents[1] / "plugins", Path(__file__).re
         sys.path.append(str(_path))
 
 from lakehouse_airflow.dag_factory import maintenance_dag  # noqa: E402
-from ticdc_lakehouse.config import load_settings  # noqa: E402
+from ticdc_lakehouse.runtime.config import load_settings  # noqa: E402
 
 dag = maintenance_dag(load_settings())

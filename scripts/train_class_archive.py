@@ -1,6 +1,6 @@
 """Train the Spark driver JVM's class archive for this installation (``make setup`` runs it; ~1 minute).
 
-The archive itself (its name, where it lives, the options a session gets) is ``ticdc_lakehouse.jvm_archive``;
+The archive itself (its name, where it lives, the options a session gets) is ``ticdc_lakehouse.runtime.jvm_archive``;
 training runs a whole backfill through the pipeline, which is why it lives here and not beside the session
 factory: ``spark_session`` imports ``jvm_archive``, and the pipeline imports ``spark_session``.
 """
@@ -18,13 +18,13 @@ from typing import Optional
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
-from ticdc_lakehouse.config import Settings, load_settings
+from ticdc_lakehouse.runtime.config import Settings, load_settings
 from ticdc_lakehouse.iceberg.commit import shutdown_callback_server
-from ticdc_lakehouse.jvm_archive import DUMP_ENV, archive_path
-from ticdc_lakehouse.pipeline import backfill
-from ticdc_lakehouse.spark_session import get_spark, spark_plan
-from ticdc_lakehouse.timetravel import as_of_sql
-from ticdc_lakehouse.workload import Workload, write_to_archive
+from ticdc_lakehouse.runtime.jvm_archive import DUMP_ENV, archive_path
+from ticdc_lakehouse.commands.pipeline import backfill
+from ticdc_lakehouse.runtime.spark_session import get_spark, spark_plan
+from ticdc_lakehouse.commands.timetravel import as_of_sql
+from ticdc_lakehouse.sim.workload import Workload, write_to_archive
 
 
 def _exercise(settings: Settings, home: Path) -> None:

@@ -3,7 +3,7 @@
     spark-submit --master spark://host:7077 --jars <iceberg runtime>,<jdbc driver> spark_jobs/backfill_job.py \
         --archive /data/archive --changefeed orders [--protocol open] [--stop-ts TSO] [--result-file out.json]
 
-The same as ``lakehouse backfill`` (``ticdc_lakehouse.pipeline.backfill``), with the session spark-submit
+The same as ``lakehouse backfill`` (``ticdc_lakehouse.commands.pipeline.backfill``), with the session spark-submit
 created: the landing runs in the driver, decoding and merging in the executors. A corrupt archive batch lands
 what precedes it, the merge still runs, then the job exits non-zero naming the damage. Settings come from the
 environment (``LAKEHOUSE_HOME``, ``LAKEHOUSE_CONFIG``, secrets), never from the command line.
@@ -31,8 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
-    from ticdc_lakehouse.job_runner import run_spark_job
-    from ticdc_lakehouse.pipeline import backfill
+    from ticdc_lakehouse.runtime.job_runner import run_spark_job
+    from ticdc_lakehouse.commands.pipeline import backfill
 
     return run_spark_job(args, lambda settings, spark, progress: backfill(
         settings, Path(args.archive), changefeed=args.changefeed, protocol=args.protocol, stop_ts=args.stop_ts,

@@ -30,8 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
-    from ticdc_lakehouse.job_runner import run_spark_job
-    from ticdc_lakehouse.pipeline import merge
+    from ticdc_lakehouse.runtime.job_runner import run_spark_job
+    from ticdc_lakehouse.commands.pipeline import merge
 
     return run_spark_job(args, lambda settings, spark, progress: merge(
         settings, args.changefeed, args.protocol, args.stop_ts, progress=progress, spark=spark), fail_when_not_ok=False)

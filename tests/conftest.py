@@ -28,8 +28,8 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture(scope="session")
 def spark_session(tmp_path_factory):
-    from ticdc_lakehouse.config import load_settings
-    from ticdc_lakehouse.spark_session import get_spark
+    from ticdc_lakehouse.runtime.config import load_settings
+    from ticdc_lakehouse.runtime.spark_session import get_spark
 
     home = tmp_path_factory.mktemp("spark-home")
     settings = load_settings(env={"LAKEHOUSE_HOME": str(home), "LAKEHOUSE__SPARK__SHUFFLE_PARTITIONS": "2"})
@@ -58,7 +58,7 @@ def lakehouse_env(tmp_path, monkeypatch):
 
 @pytest.fixture
 def settings(lakehouse_env):
-    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.runtime.config import load_settings
 
     return load_settings()
 
@@ -66,7 +66,7 @@ def settings(lakehouse_env):
 @pytest.fixture
 def spark(spark_session, settings):
     """The shared session with this test's catalog current."""
-    from ticdc_lakehouse.spark_session import use_catalog
+    from ticdc_lakehouse.runtime.spark_session import use_catalog
 
     use_catalog(spark_session, settings)
     return spark_session

@@ -20,7 +20,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
-from ticdc_lakehouse.spark_session import jvm_jar_dir
+from ticdc_lakehouse.runtime.spark_session import jvm_jar_dir
 
 #: where scripts/fetch_jvm_deps.sh puts jvm/test-services/pom.xml's artifacts (beside the engine's jars)
 TEST_SERVICES = jvm_jar_dir("test-services")

@@ -1,4 +1,4 @@
-"""Helpers for tests that compare lake tables with the simulated upstream (``ticdc_lakehouse.workload``)."""
+"""Helpers for tests that compare lake tables with the simulated upstream (``ticdc_lakehouse.sim.workload``)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from ticdc_lakehouse.output import json_value
-from ticdc_lakehouse.workload import Workload, write_to_archive
+from ticdc_lakehouse.commands.output import json_value
+from ticdc_lakehouse.sim.workload import Workload, write_to_archive
 
 
 def archive_of_existing_tables(archive: Path, seed: int, partitions: int, transactions: int, size: int,
@@ -57,7 +57,7 @@ def snapshot_watermarks(spark, name: str) -> list[int]:
 
 def create_app_table(at, table_sql: str = "CREATE TABLE app.a (id int PRIMARY KEY, v varchar(9), w varchar(9))"):
     """The DDL events that create database ``app`` and one table in it (commit ts 100 and 101)."""
-    from ticdc_lakehouse.model import DDLEvent
+    from ticdc_lakehouse.core.model import DDLEvent
 
     return [DDLEvent("app", "", 100, "CREATE DATABASE app", "CREATE_SCHEMA", at),
             DDLEvent("app", "a", 101, table_sql, "CREATE_TABLE", at)]
@@ -65,9 +65,9 @@ def create_app_table(at, table_sql: str = "CREATE TABLE app.a (id int PRIMARY KE
 
 def backfill_open_protocol_runs(spark, settings, archive, *runs) -> list[dict[str, Any]]:
     """Each list of events appended to the archive (Open Protocol, partition 0), then backfilled: one merge run each."""
-    from ticdc_lakehouse.archive_writer import write_archive
-    from ticdc_lakehouse.encode.open_protocol import OpenProtocolEncoder
-    from ticdc_lakehouse.pipeline import backfill
+    from ticdc_lakehouse.sim.archive_writer import write_archive
+    from ticdc_lakehouse.sim.encode.open_protocol import OpenProtocolEncoder
+    from ticdc_lakehouse.commands.pipeline import backfill
 
     encoder = OpenProtocolEncoder()
     reports = []

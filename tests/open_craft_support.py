@@ -14,9 +14,9 @@ from typing import Optional
 import orjson
 from hypothesis import strategies as st
 
-from ticdc_lakehouse import model
+from ticdc_lakehouse.core import model
 from ticdc_lakehouse.decode.common.go_text import float32_repr
-from ticdc_lakehouse.model import DDLEvent, DecodeFailure, Message, Position, ResolvedEvent, RowChange
+from ticdc_lakehouse.core.model import DDLEvent, DecodeFailure, Message, Position, ResolvedEvent, RowChange
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 VECTORS = SHARED / "ticdc-vectors"

@@ -32,7 +32,7 @@ def backfilled(tmp_path_factory, spark_session, airflow_db):  # noqa: F811
     from airflow.sdk import DAG, Asset
 
     from lakehouse_airflow.lineage import table_asset_uri
-    from ticdc_lakehouse.workload import Workload, write_to_archive
+    from ticdc_lakehouse.sim.workload import Workload, write_to_archive
 
     workload = Workload(seed=17, partitions=2)
     workload.create_sample_tables()
@@ -111,8 +111,8 @@ def test_table_cut_sensor_defers_and_completes_when_the_cut_moves(backfilled, sp
     from airflow.sdk import DAG
 
     from lakehouse_airflow.sensors.table_cut import TableCutSensor
-    from ticdc_lakehouse.pipeline import backfill
-    from ticdc_lakehouse.workload import write_to_archive
+    from ticdc_lakehouse.commands.pipeline import backfill
+    from ticdc_lakehouse.sim.workload import write_to_archive
 
     settings, workload, _, archive, _ = backfilled
     first = workload.global_resolved_ts()
@@ -203,7 +203,7 @@ def test_tables_changed_only_by_ddl_get_their_asset_event_with_the_cut(backfille
     """A run whose only change to a table is a DDL (a table created with no rows, a column added) still emits that
     table's asset event with the cut; a table the run did not touch gets none."""
     from lakehouse_airflow.lineage import table_asset_uri
-    from ticdc_lakehouse.workload import write_to_archive
+    from ticdc_lakehouse.sim.workload import write_to_archive
 
     _, workload, _, archive, _ = backfilled
     orders_before = len(_asset_events(table_asset_uri(CATALOG, "shop.orders")))

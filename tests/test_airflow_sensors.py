@@ -39,8 +39,8 @@ def changefeed(kafka_broker, tmp_path, monkeypatch):  # noqa: F811
 
 def _run_landing_later(dag) -> tuple[object, float]:
     """``dag.test()`` while another thread lands the changefeed ``LAND_AFTER_S`` seconds in: (run, seconds)."""
-    from ticdc_lakehouse.config import load_settings
-    from ticdc_lakehouse.pipeline import land
+    from ticdc_lakehouse.runtime.config import load_settings
+    from ticdc_lakehouse.commands.pipeline import land
 
     def land_later() -> None:
         time.sleep(LAND_AFTER_S)

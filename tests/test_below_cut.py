@@ -6,7 +6,7 @@ import pytest
 
 from tests.lake_helpers import backfill_open_protocol_runs, create_app_table, lake_rows
 from ticdc_lakehouse.merge.below_cut import thresholds
-from ticdc_lakehouse.model import DELETE, INSERT, UPDATE, Position, ResolvedEvent, RowChange
+from ticdc_lakehouse.core.model import DELETE, INSERT, UPDATE, Position, ResolvedEvent, RowChange
 
 AT = Position("t", 0, 0)
 FULL = {"id": "int", "v": "varchar", "w": "varchar"}
@@ -29,7 +29,7 @@ def test_no_table_reaching_below_the_cut_needs_no_spark_job():
 
 @pytest.mark.spark
 def test_late_rows_below_the_cut_are_kept_with_a_verdict_and_counted(spark, settings, tmp_path):
-    from ticdc_lakehouse.status import collect_status, render_status
+    from ticdc_lakehouse.commands.status import collect_status, render_status
 
     first = [
         *create_app_table(AT),

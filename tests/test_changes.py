@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from ticdc_lakehouse.events_arrow import EVENT_SPARK_SCHEMA, event_to_row
+from ticdc_lakehouse.core.events_arrow import EVENT_SPARK_SCHEMA, event_to_row
 from ticdc_lakehouse.iceberg.columns import TargetColumn
 from ticdc_lakehouse.merge.changes import change_set, names_from_numbers_sql, typed_value
-from ticdc_lakehouse.model import DELETE, INSERT, UPDATE, Position, RowChange
+from ticdc_lakehouse.core.model import DELETE, INSERT, UPDATE, Position, RowChange
 
 pytestmark = pytest.mark.spark
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LAKEHOUSE = [sys.executable, "-m", "ticdc_lakehouse.cli"]
+LAKEHOUSE = [sys.executable, "-m", "ticdc_lakehouse.commands.cli"]
 
 
 def run(args, env, check=True):
@@ -65,7 +65,7 @@ def test_check_reports_the_stack_without_secrets(cli_env):
 def test_progress_is_structured_json_when_not_on_a_terminal(capsys):
     import argparse
 
-    from ticdc_lakehouse.cli import _progress
+    from ticdc_lakehouse.commands.cli import _progress
 
     _progress(argparse.Namespace(command="backfill"))("landed t[0] offsets 0..5: 5 records, 10 bytes")
     line = capsys.readouterr().err.strip()
@@ -80,7 +80,7 @@ def test_skip_message_wants_a_topic_partition_offset(cli_env):
 
 
 def test_positions_name_the_topic_even_when_it_has_slashes():
-    from ticdc_lakehouse.pipeline import parse_position
+    from ticdc_lakehouse.commands.pipeline import parse_position
 
     assert parse_position("ticdc/0/17") == ("ticdc", 0, 17)
     assert parse_position("team/a/3/0") == ("team/a", 3, 0)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ticdc_lakehouse.config import load_settings
-from ticdc_lakehouse.redaction import mask_uri_password
+from ticdc_lakehouse.runtime.config import load_settings
+from ticdc_lakehouse.core.redaction import mask_uri_password
 
 
 def test_defaults_live_under_lakehouse_home(tmp_path):

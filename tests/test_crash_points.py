@@ -1,6 +1,6 @@
 """Crash anywhere, rerun, same tables: the fault-injection suite.
 
-For each named step boundary of landing and merging (``ticdc_lakehouse.faults.POINTS``), a real
+For each named step boundary of landing and merging (``ticdc_lakehouse.runtime.faults.POINTS``), a real
 ``lakehouse backfill`` subprocess is killed with SIGKILL exactly there; then a rerun (no fault) must leave every
 table equal to the upstream at the cut (which is what a fault-free run produces, as the merge tests show), with
 each table's newest snapshot recording the cut, and the landed offsets contiguous, without duplicates or gaps.
@@ -18,11 +18,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.lake_helpers import snapshot_watermarks, table_rows
-from ticdc_lakehouse.config import load_settings
+from ticdc_lakehouse.runtime.config import load_settings
 from ticdc_lakehouse.landing.segments import check_contiguous, list_segments
-from ticdc_lakehouse.pipeline import backfill
-from ticdc_lakehouse.spark_session import use_catalog
-from ticdc_lakehouse.workload import Workload, write_to_archive
+from ticdc_lakehouse.commands.pipeline import backfill
+from ticdc_lakehouse.runtime.spark_session import use_catalog
+from ticdc_lakehouse.sim.workload import Workload, write_to_archive
 
 pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,7 +60,7 @@ def _workload() -> Workload:
 def _killed_backfill(env: dict, archive: Path, point: str, hit: int) -> int:
     env = dict(env, LAKEHOUSE_FAULT_POINT=point, LAKEHOUSE_FAULT_HIT=str(hit))
     result = subprocess.run(
-        [sys.executable, "-m", "ticdc_lakehouse.cli", "backfill", "--archive", str(archive), "--protocol", "open"],
+        [sys.executable, "-m", "ticdc_lakehouse.commands.cli", "backfill", "--archive", str(archive), "--protocol", "open"],
         env=env, cwd=ROOT, capture_output=True, text=True, timeout=900,
     )
     return result.returncode

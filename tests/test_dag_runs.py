@@ -22,8 +22,8 @@ TRANSACTIONS = 8
 
 def lake_json(spark, settings, workload, ts: int, version: str | None = None) -> dict[str, list[dict]]:
     """Every upstream table at ``ts`` as the lake shows it (``lakehouse sql --format json`` values)."""
-    from ticdc_lakehouse.output import json_value
-    from ticdc_lakehouse.spark_session import use_catalog
+    from ticdc_lakehouse.commands.output import json_value
+    from ticdc_lakehouse.runtime.spark_session import use_catalog
 
     use_catalog(spark, settings)  # a spark-submit merge ran in another JVM: register the catalog here too
     catalog = settings.catalog_name
@@ -60,7 +60,7 @@ def xcom(dagrun, task_id: str, key: str = "return_value", map_index: int = -1):
 
 def deploy(root: Path, monkeypatch, catalog: str, toml: str = "", spark: str = ""):
     """A fresh deployment under ``root`` whose config file is referenced by LAKEHOUSE_CONFIG."""
-    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.runtime.config import load_settings
 
     config = root / "lakehouse.toml"
     config.write_text("\n".join([
@@ -80,7 +80,7 @@ def deploy(root: Path, monkeypatch, catalog: str, toml: str = "", spark: str = "
 @pytest.fixture(scope="module")
 def scheduled_run(tmp_path_factory, kafka_broker, spark_session, airflow_db):  # noqa: F811
     """Produce a TiCDC workload (Open Protocol) to a topic and run the changefeed's scheduled DAG once."""
-    from ticdc_lakehouse.workload import Workload, encode_partitions
+    from ticdc_lakehouse.sim.workload import Workload, encode_partitions
 
     workload = Workload(seed=11, partitions=3)
     workload.run_script(transactions=TRANSACTIONS)
@@ -131,7 +131,7 @@ def test_maintenance_dag_keeps_data_and_tagged_cuts_readable(scheduled_run, spar
 
 
 def test_backfill_dag_lands_an_archive_and_merges_it(tmp_path, monkeypatch, spark_session, airflow_db):  # noqa: F811
-    from ticdc_lakehouse.workload import Workload, write_to_archive
+    from ticdc_lakehouse.sim.workload import Workload, write_to_archive
 
     workload = Workload(seed=5, partitions=2)
     workload.run_script(transactions=TRANSACTIONS)

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ticdc_lakehouse import mysql_types as mt
-from ticdc_lakehouse.ddl_parse import (
+from ticdc_lakehouse.core import mysql_types as mt
+from ticdc_lakehouse.merge.ddl.parse import (
     AddColumn,
     CreateSchema,
     CreateTable,
@@ -30,7 +30,7 @@ from ticdc_lakehouse.ddl_parse import (
     Unsupported,
     parse_ddl,
 )
-from ticdc_lakehouse.model import ColumnSchema, TableSchema
+from ticdc_lakehouse.core.model import ColumnSchema, TableSchema
 
 VECTORS = Path(__file__).resolve().parents[2] / "shared" / "ticdc-vectors"
 

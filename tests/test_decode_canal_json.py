@@ -11,7 +11,7 @@ import pytest
 
 from ticdc_lakehouse.decode import decode_safely, make_decoder
 from ticdc_lakehouse.decode.canal_json import CanalJsonDecoder
-from ticdc_lakehouse.model import (
+from ticdc_lakehouse.core.model import (
     DELETE,
     INSERT,
     UPDATE,

@@ -18,7 +18,7 @@ from tests.schema_registry_fixture import (  # noqa: F401 - schema_registry is a
 )
 from ticdc_lakehouse.decode import DecoderOptions, decode_safely, make_decoder
 from ticdc_lakehouse.decode.confluent_avro import ConfluentAvroDecoder, confluent_frame
-from ticdc_lakehouse.model import (
+from ticdc_lakehouse.core.model import (
     DELETE,
     INSERT,
     UPDATE,

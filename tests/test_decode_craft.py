@@ -12,11 +12,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ticdc_lakehouse import model
+from ticdc_lakehouse.core import model
 from ticdc_lakehouse.decode import decode_safely, make_decoder
 from ticdc_lakehouse.decode.craft import CraftDecoder
-from ticdc_lakehouse.encode.craft import CraftEncoder, uvarint, varint
-from ticdc_lakehouse.model import DDLEvent, DecodeError, DecodeFailure, ResolvedEvent, RowChange
+from ticdc_lakehouse.sim.encode.craft import CraftEncoder, uvarint, varint
+from ticdc_lakehouse.core.model import DDLEvent, DecodeError, DecodeFailure, ResolvedEvent, RowChange
 
 from tests.open_craft_support import (
     CRAFT_DESCRIPTORS,

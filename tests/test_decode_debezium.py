@@ -10,7 +10,7 @@ import pytest
 
 from ticdc_lakehouse.decode import decode_safely, make_decoder
 from ticdc_lakehouse.decode.debezium import DebeziumDecoder
-from ticdc_lakehouse.model import (
+from ticdc_lakehouse.core.model import (
     DELETE,
     INSERT,
     UPDATE,

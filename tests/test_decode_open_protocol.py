@@ -13,11 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ticdc_lakehouse import model
+from ticdc_lakehouse.core import model
 from ticdc_lakehouse.decode import decode_safely, make_decoder
 from ticdc_lakehouse.decode.open_protocol import OpenProtocolDecoder
-from ticdc_lakehouse.encode.open_protocol import OpenProtocolEncoder
-from ticdc_lakehouse.model import DDLEvent, DecodeError, DecodeFailure, ResolvedEvent, RowChange
+from ticdc_lakehouse.sim.encode.open_protocol import OpenProtocolEncoder
+from ticdc_lakehouse.core.model import DDLEvent, DecodeError, DecodeFailure, ResolvedEvent, RowChange
 
 from tests.open_craft_support import (
     OPEN_VECTORS,

@@ -12,7 +12,7 @@ import pytest
 
 from ticdc_lakehouse.decode import DecoderOptions, decode_safely, make_decoder
 from ticdc_lakehouse.decode.simple import SCHEMA_FILE, SimpleAvroDecoder, SimpleJsonDecoder, row_column_types
-from ticdc_lakehouse.model import (
+from ticdc_lakehouse.core.model import (
     DELETE,
     INSERT,
     UPDATE,

@@ -7,11 +7,11 @@ import gc
 import pyarrow as pa
 
 from ticdc_lakehouse.decode import DecoderOptions
-from ticdc_lakehouse.encode.open_protocol import OpenProtocolEncoder
-from ticdc_lakehouse.events_arrow import EVENT_ARROW_SCHEMA
+from ticdc_lakehouse.sim.encode.open_protocol import OpenProtocolEncoder
+from ticdc_lakehouse.core.events_arrow import EVENT_ARROW_SCHEMA
 from ticdc_lakehouse.landing.segments import LANDED_SCHEMA
 from ticdc_lakehouse.merge.decode_stage import DECODE_GC_THRESHOLDS, decode_batches
-from ticdc_lakehouse.model import Position, ResolvedEvent, RowChange
+from ticdc_lakehouse.core.model import Position, ResolvedEvent, RowChange
 
 
 def landed_batch(count: int) -> pa.RecordBatch:

@@ -154,14 +154,14 @@ def test_airflow_runs_the_repos_dags_with_the_local_executor(services):
 
 
 def test_the_containers_config_resolves_to_the_production_settings(compose, services, lakehouse_toml, tmp_path):
-    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.runtime.config import load_settings
 
     config = tmp_path / "lakehouse.toml"
     config.write_text(compose["configs"]["lakehouse-toml"]["content"])
     settings = load_settings(config, env={**env(services["airflow-scheduler"]), "LAKEHOUSE_CONFIG": str(config)})
     assert settings.catalog_uri == "jdbc:postgresql://postgres:5432/iceberg"
     assert settings.warehouse == "s3://lakehouse/warehouse"
-    from ticdc_lakehouse.spark_session import spark_plan
+    from ticdc_lakehouse.runtime.spark_session import spark_plan
 
     conf = spark_plan(settings).conf  # the catalog writes the bucket through S3FileIO, path-style, at MinIO
     assert conf["spark.sql.catalog.lake.io-impl"] == "org.apache.iceberg.aws.s3.S3FileIO"

@@ -7,13 +7,13 @@ import struct
 
 import pytest
 
-from ticdc_lakehouse import model
+from ticdc_lakehouse.core import model
 from ticdc_lakehouse.decode import make_decoder
 from ticdc_lakehouse.decode.common.go_text import float32_repr, go_float_json, go_json_string, go_quote, go_unquote
 from ticdc_lakehouse.decode.common.mysql_type_codes import ColumnType, descriptor, parse_descriptor
-from ticdc_lakehouse.encode.craft import CraftEncoder
-from ticdc_lakehouse.encode.open_protocol import OpenProtocolEncoder
-from ticdc_lakehouse.model import DDLEvent, Position, ResolvedEvent, RowChange
+from ticdc_lakehouse.sim.encode.craft import CraftEncoder
+from ticdc_lakehouse.sim.encode.open_protocol import OpenProtocolEncoder
+from ticdc_lakehouse.core.model import DDLEvent, Position, ResolvedEvent, RowChange
 
 from tests.open_craft_support import CRAFT_VECTORS, OPEN_VECTORS, message, seed_dumps
 

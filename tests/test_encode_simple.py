@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from ticdc_lakehouse.decode.common.type_text import float32_text
 from ticdc_lakehouse.decode.simple import SimpleAvroDecoder, SimpleJsonDecoder, row_column_types
-from ticdc_lakehouse.encode.simple import SimpleAvroEncoder, SimpleJsonEncoder, go_float_text
-from ticdc_lakehouse.model import (
+from ticdc_lakehouse.sim.encode.simple import SimpleAvroEncoder, SimpleJsonEncoder, go_float_text
+from ticdc_lakehouse.core.model import (
     DELETE,
     INSERT,
     UPDATE,
@@ -25,7 +25,7 @@ from ticdc_lakehouse.model import (
     RowChange,
     TableSchema,
 )
-from ticdc_lakehouse.values import from_decimal
+from ticdc_lakehouse.core.values import from_decimal
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 DOCS = SHARED / "ticdc-vectors" / "simple" / "docs"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ticdc_lakehouse.events_arrow import EVENT_ARROW_SCHEMA, event_to_row, events_to_batch
-from ticdc_lakehouse.model import (
+from ticdc_lakehouse.core.events_arrow import EVENT_ARROW_SCHEMA, event_to_row, events_to_batch
+from ticdc_lakehouse.core.model import (
     ColumnSchema,
     DDLEvent,
     DecodeFailure,

@@ -13,7 +13,7 @@ import pytest
 from tests.postgres_fixture import postgres_url  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
-LAKEHOUSE = [sys.executable, "-m", "ticdc_lakehouse.cli"]
+LAKEHOUSE = [sys.executable, "-m", "ticdc_lakehouse.commands.cli"]
 
 
 def lakehouse(args, env, cwd=ROOT, timeout=600):
@@ -49,7 +49,7 @@ def test_a_misspelled_environment_override_is_an_error_too(clean_env, tmp_path):
 
 
 def test_valid_keys_of_every_section_are_accepted(tmp_path):
-    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.runtime.config import load_settings
 
     config = tmp_path / "c.toml"
     config.write_text(
@@ -75,7 +75,7 @@ def test_backfill_of_a_directory_without_kafka_log_files_fails_and_says_what_is_
 
 
 def test_a_held_lock_names_its_holder(settings):
-    from ticdc_lakehouse.locks import changefeed_lock
+    from ticdc_lakehouse.runtime.locks import changefeed_lock
 
     with changefeed_lock(settings, "default", purpose="maintenance"):
         result = lakehouse(["merge"], dict(os.environ), timeout=120)
@@ -87,11 +87,11 @@ def test_a_held_lock_names_its_holder(settings):
 @pytest.mark.spark
 def test_merge_exits_non_zero_when_it_did_not_apply_everything(spark, tmp_path):
     """A partition held at an undecodable message: the merge ran but is not through: `"ok": false`, exit 1."""
-    from ticdc_lakehouse.archive_writer import write_archive
-    from ticdc_lakehouse.config import load_settings
-    from ticdc_lakehouse.encode.open_protocol import OpenProtocolEncoder
-    from ticdc_lakehouse.model import Position, ResolvedEvent
-    from ticdc_lakehouse.pipeline import backfill
+    from ticdc_lakehouse.sim.archive_writer import write_archive
+    from ticdc_lakehouse.runtime.config import load_settings
+    from ticdc_lakehouse.sim.encode.open_protocol import OpenProtocolEncoder
+    from ticdc_lakehouse.core.model import Position, ResolvedEvent
+    from ticdc_lakehouse.commands.pipeline import backfill
     from tests.lake_helpers import create_app_table
 
     (tmp_path / "none.toml").write_text('[merge]\non_undecodable = "hold"\n')  # the fixture's config file
@@ -130,8 +130,8 @@ def test_a_broker_that_is_down_gives_one_line_not_a_flood(clean_env, tmp_path):
 
 LAND_SCRIPT = """
 import logging, sys
-from ticdc_lakehouse.config import load_settings
-from ticdc_lakehouse.pipeline import land
+from ticdc_lakehouse.runtime.config import load_settings
+from ticdc_lakehouse.commands.pipeline import land
 logging.basicConfig(level=logging.WARNING, stream=sys.stderr)  # as the CLI and an Airflow task log
 try:
     land(load_settings(sys.argv[1]), "shop")
@@ -161,8 +161,8 @@ def test_a_dead_letter_keeps_the_raw_bytes_whole(spark, settings, tmp_path):
     """The README promises the raw bytes of an undecodable message: all of them, not the first 64 KiB."""
     import base64
 
-    from ticdc_lakehouse.archive_writer import write_archive
-    from ticdc_lakehouse.pipeline import backfill
+    from ticdc_lakehouse.sim.archive_writer import write_archive
+    from ticdc_lakehouse.commands.pipeline import backfill
 
     value = b"{" + bytes(range(256)) * 600  # 150 KiB that no protocol decodes
     archive = tmp_path / "archive"
@@ -176,8 +176,8 @@ def test_a_dead_letter_keeps_the_raw_bytes_whole(spark, settings, tmp_path):
 
 @pytest.mark.parametrize("changefeed", ["shop", "default"])  # lock ids of both signs
 def test_the_postgres_advisory_lock_names_its_holder_too(postgres_url, tmp_path, changefeed):  # noqa: F811
-    from ticdc_lakehouse.config import load_settings
-    from ticdc_lakehouse.locks import LockBusy, changefeed_lock
+    from ticdc_lakehouse.runtime.config import load_settings
+    from ticdc_lakehouse.runtime.locks import LockBusy, changefeed_lock
 
     uri, user, password = postgres_url
     settings = load_settings(env={"LAKEHOUSE_HOME": str(tmp_path), "LAKEHOUSE_CONFIG": "", "LAKEHOUSE_CATALOG_URI": uri,

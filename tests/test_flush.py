@@ -8,7 +8,7 @@ from tests.lake_helpers import backfill_open_protocol_runs, create_app_table, la
 from ticdc_lakehouse.iceberg.tables import TargetTable
 from ticdc_lakehouse.iceberg.columns import TargetColumn
 from ticdc_lakehouse.merge.flush import STAGED_MAX_EVENTS, can_stage, merge_sql
-from ticdc_lakehouse.model import DELETE, INSERT, UPDATE, Position, ResolvedEvent, RowChange
+from ticdc_lakehouse.core.model import DELETE, INSERT, UPDATE, Position, ResolvedEvent, RowChange
 
 AT = Position("t", 0, 0)
 FULL = {"id": "int", "v": "varchar", "w": "varchar"}
@@ -40,7 +40,7 @@ def row(ts, op, values):
 @pytest.mark.spark
 @pytest.mark.parametrize("write_mode", ["merge-on-read", "copy-on-write"])
 def test_full_images_are_staged_on_a_branch_and_main_moves_once(spark, tmp_path, write_mode):
-    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.runtime.config import load_settings
 
     (tmp_path / "none.toml").write_text(f'[merge]\nwrite_mode = "{write_mode}"\n')  # the fixture's config file
     settings = load_settings()

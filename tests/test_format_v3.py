@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.lake_helpers import backfill_open_protocol_runs, create_app_table, lake_rows
-from ticdc_lakehouse.model import DELETE, INSERT, UPDATE, Position, ResolvedEvent, RowChange
+from ticdc_lakehouse.core.model import DELETE, INSERT, UPDATE, Position, ResolvedEvent, RowChange
 
 AT = Position("t", 0, 0)
 FULL = {"id": "int", "v": "varchar", "w": "varchar"}
@@ -18,8 +18,8 @@ def row(ts, op, values):
 
 
 def test_ansi_mode_is_kept_on_whatever_the_configuration_says(tmp_path):
-    from ticdc_lakehouse.config import load_settings
-    from ticdc_lakehouse.spark_session import spark_plan
+    from ticdc_lakehouse.runtime.config import load_settings
+    from ticdc_lakehouse.runtime.spark_session import spark_plan
 
     env = {"LAKEHOUSE_HOME": str(tmp_path), "LAKEHOUSE_CONFIG": str(tmp_path / "c.toml")}
     (tmp_path / "c.toml").write_text('[spark.conf]\n"spark.sql.ansi.enabled" = "false"\n')
@@ -66,7 +66,7 @@ def test_new_tables_are_format_v3_and_merges_write_deletion_vectors(spark, setti
 
 def _status_of(spark, settings, table: str) -> tuple[dict, str]:
     """``lakehouse status``'s row for a table, and the line its text shows for it."""
-    from ticdc_lakehouse.status import collect_status, render_status
+    from ticdc_lakehouse.commands.status import collect_status, render_status
 
     status = collect_status(settings, kafka=False, spark=spark)
     [row] = [t for feed in status["changefeeds"] for t in feed["tables"] if t["table"] == table]
@@ -84,9 +84,9 @@ def test_maintain_upgrade_format_takes_a_v2_lake_to_v3_and_every_tagged_cut_stay
     """A lake as the previous version wrote it (format v2, position-delete files, ``tso_*`` tags), then
     ``lakehouse maintain --upgrade-format``: the tables are v3, both cuts read as before, and the next merge
     writes deletion vectors."""
-    from ticdc_lakehouse.cli import build_parser
+    from ticdc_lakehouse.commands.cli import build_parser
     from ticdc_lakehouse.iceberg import tables
-    from ticdc_lakehouse.maintenance import maintain
+    from ticdc_lakehouse.commands.maintenance import maintain
 
     assert build_parser().parse_args(["maintain", "--upgrade-format"]).upgrade_format
     archive = tmp_path / "archive"

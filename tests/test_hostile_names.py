@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from tests.lake_helpers import lake_rows
-from ticdc_lakehouse.archive_writer import write_archive
-from ticdc_lakehouse.encode.open_protocol import OpenProtocolEncoder
-from ticdc_lakehouse.model import DELETE, INSERT, UPDATE, DDLEvent, Position, ResolvedEvent, RowChange
-from ticdc_lakehouse.pipeline import backfill
+from ticdc_lakehouse.sim.archive_writer import write_archive
+from ticdc_lakehouse.sim.encode.open_protocol import OpenProtocolEncoder
+from ticdc_lakehouse.core.model import DELETE, INSERT, UPDATE, DDLEvent, Position, ResolvedEvent, RowChange
+from ticdc_lakehouse.commands.pipeline import backfill
 
 pytestmark = pytest.mark.spark
 

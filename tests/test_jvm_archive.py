@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from ticdc_lakehouse import jvm_archive
-from ticdc_lakehouse.jvm_archive import DUMP_ENV, archive_key, driver_java_options
+from ticdc_lakehouse.runtime import jvm_archive
+from ticdc_lakehouse.runtime.jvm_archive import DUMP_ENV, archive_key, driver_java_options
 
 
 @pytest.fixture
@@ -72,7 +72,7 @@ def test_the_test_session_runs_with_the_archive_setup_trained(spark):
 @pytest.mark.spark
 def test_a_local_session_loads_iceberg_from_the_driver_class_path(spark):
     """Where the archive can share its classes, and without a per-run copy of the jars into the executor."""
-    from ticdc_lakehouse.spark_session import ICEBERG_JAR_NAME
+    from ticdc_lakehouse.runtime.spark_session import ICEBERG_JAR_NAME
 
     class_path = spark.sparkContext._jvm.java.lang.System.getProperty("java.class.path")
     assert ICEBERG_JAR_NAME in class_path
@@ -80,7 +80,7 @@ def test_a_local_session_loads_iceberg_from_the_driver_class_path(spark):
 
 
 def test_a_cluster_session_ships_the_jars_to_its_executors():
-    from ticdc_lakehouse.spark_session import SparkPlan, jar_settings
+    from ticdc_lakehouse.runtime.spark_session import SparkPlan, jar_settings
 
     jars = ("/j/iceberg.jar", "/j/sqlite.jar")
     assert jar_settings(SparkPlan("spark://h:7077", "a", {}, jars)) == {"spark.jars": "/j/iceberg.jar,/j/sqlite.jar"}

@@ -73,7 +73,7 @@ def test_hook_registers_every_secret_with_the_log_masker(home, monkeypatch):
 
 def test_hook_without_connections_is_the_cli_configuration(home):
     from lakehouse_airflow.hooks.lakehouse import LakehouseHook
-    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.runtime.config import load_settings
 
     assert LakehouseHook().get_settings("orders").raw == load_settings().raw
 
@@ -81,8 +81,8 @@ def test_hook_without_connections_is_the_cli_configuration(home):
 def test_spark_submit_goes_to_the_configured_master_with_jars_and_no_secret_on_the_command_line(home, monkeypatch):
     from lakehouse_airflow.hooks.spark_submit import LakehouseSparkSubmitHook
     from lakehouse_airflow.hooks.spark_submit import MERGE_JOB, job_environment, submit_arguments, submit_plan
-    from ticdc_lakehouse.config import load_settings
-    from ticdc_lakehouse.spark_session import iceberg_runtime_jar
+    from ticdc_lakehouse.runtime.config import load_settings
+    from ticdc_lakehouse.runtime.spark_session import iceberg_runtime_jar
 
     monkeypatch.setenv("LAKEHOUSE_SPARK_MASTER", "spark://spark-master:7077")
     monkeypatch.setenv("LAKEHOUSE_CATALOG_PASSWORD", "never-on-argv-9f0c")
@@ -110,7 +110,7 @@ def test_spark_submit_goes_to_the_configured_master_with_jars_and_no_secret_on_t
 
 def test_merge_pools_one_slot_per_changefeed(home, tmp_path):
     from lakehouse_airflow.pools import pool_definitions
-    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.runtime.config import load_settings
 
     assert pool_definitions(load_settings()) == {
         "lakehouse_merge_orders": {"slots": 1, "include_deferred": False,
@@ -150,7 +150,7 @@ def test_cut_metrics_tell_new_cut_tag_freshness_and_halts():
 
 def test_landing_can_be_narrowed_to_one_topic_of_the_changefeed(home):
     from lakehouse_airflow.operators.land import only_topics
-    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.runtime.config import load_settings
 
     settings = load_settings()
     assert only_topics(settings, "orders", ["tidb-orders"]).changefeed("orders").topics == ("tidb-orders",)
@@ -161,8 +161,8 @@ def test_landing_can_be_narrowed_to_one_topic_of_the_changefeed(home):
 @pytest.mark.broker
 def test_kafka_lag_sensor_sees_records_until_they_land(kafka_broker, tmp_path, monkeypatch):  # noqa: F811
     from lakehouse_airflow.sensors.kafka_lag import KafkaLagSensor
-    from ticdc_lakehouse.config import load_settings
-    from ticdc_lakehouse.pipeline import land
+    from ticdc_lakehouse.runtime.config import load_settings
+    from ticdc_lakehouse.commands.pipeline import land
 
     from tests.test_airflow_sensors import unlanded_changefeed
 

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch
 
-from ticdc_lakehouse.archive_writer import (
+from ticdc_lakehouse.sim.archive_writer import (
     ArchiveRecord,
     append_control_batch,
     next_offset,

@@ -34,7 +34,7 @@ def _config(root: Path, bootstrap: str, topic: str, extra: str = "") -> Path:
 
 
 def _settings(root: Path, bootstrap: str, topic: str, catalog: str, extra: str = ""):
-    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.runtime.config import load_settings
 
     env = {"LAKEHOUSE_HOME": str(root / "home"), "LAKEHOUSE__CATALOG__NAME": catalog,
            "LAKEHOUSE__SPARK__SHUFFLE_PARTITIONS": "2"}
@@ -42,7 +42,7 @@ def _settings(root: Path, bootstrap: str, topic: str, catalog: str, extra: str =
 
 
 def _produce_workload(bootstrap: str, topic: str, seed: int):
-    from ticdc_lakehouse.workload import Workload, encode_partitions
+    from ticdc_lakehouse.sim.workload import Workload, encode_partitions
 
     workload = Workload.started(seed=seed, partitions=2, transactions=12)
     workload.resolve(final=True)
@@ -82,9 +82,9 @@ def _delete_records(bootstrap: str, topic: str, partition: int, before: int) -> 
 @pytest.mark.parametrize("damage", ["truncate", "page"])
 def test_a_truncated_segment_is_moved_aside_landed_again_and_merged(spark_session, tmp_path, kafka_broker,  # noqa: F811
                                                                     damage):
-    from ticdc_lakehouse.pipeline import land, run_cycle
-    from ticdc_lakehouse.spark_session import use_catalog
-    from ticdc_lakehouse.status import collect_status, render_status
+    from ticdc_lakehouse.commands.pipeline import land, run_cycle
+    from ticdc_lakehouse.runtime.spark_session import use_catalog
+    from ticdc_lakehouse.commands.status import collect_status, render_status
 
     topic = unique_topic("truncated")
     workload = _produce_workload(kafka_broker, topic, seed=41)
@@ -103,7 +103,7 @@ def test_a_truncated_segment_is_moved_aside_landed_again_and_merged(spark_sessio
     assert reason in moved[0]["reason"] and "\n" not in moved[0]["reason"]
     assert Path(moved[0]["file"]).is_file() and bad.path.is_file()  # kept aside; the range landed again
     assert any(m.startswith("QUARANTINED landed segment") for m in messages)
-    from ticdc_lakehouse.summary import render_summary
+    from ticdc_lakehouse.commands.summary import render_summary
 
     assert f"QUARANTINED landed segment {topic}/0 offsets [{bad.start}, {bad.end}): {reason}" in render_summary(result)
     assert_lake_equals_upstream(spark_session, workload, workload.global_resolved_ts())
@@ -116,9 +116,9 @@ def test_a_truncated_segment_is_moved_aside_landed_again_and_merged(spark_sessio
 @pytest.mark.spark
 def test_a_truncated_segment_kafka_no_longer_holds_is_data_loss_with_its_offsets(spark_session, tmp_path,
                                                                                  kafka_broker):  # noqa: F811
-    from ticdc_lakehouse.pipeline import land, run_cycle
-    from ticdc_lakehouse.spark_session import use_catalog
-    from ticdc_lakehouse.status import collect_status, render_status
+    from ticdc_lakehouse.commands.pipeline import land, run_cycle
+    from ticdc_lakehouse.runtime.spark_session import use_catalog
+    from ticdc_lakehouse.commands.status import collect_status, render_status
 
     topic = unique_topic("truncated-gone")
     _produce_workload(kafka_broker, topic, seed=42)
@@ -147,7 +147,7 @@ def test_offsets_deleted_before_the_first_landing_fail_the_land_command_unless_a
     config = _config(tmp_path, kafka_broker, topic)
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE")}
     env.update(LAKEHOUSE_HOME=str(tmp_path / "home"), LAKEHOUSE_CONFIG=str(config))
-    command = [sys.executable, "-m", "ticdc_lakehouse.cli", "land"]
+    command = [sys.executable, "-m", "ticdc_lakehouse.commands.cli", "land"]
 
     refused = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert refused.returncode == 1
@@ -165,7 +165,7 @@ def test_offsets_deleted_before_the_first_landing_fail_the_land_command_unless_a
     home = tmp_path / "home" / "landing"
     assert [(s.start, s.end) for s in partition_segments(home, CHANGEFEED, topic, 0)] == [(0, 6), (6, 10)]
     assert read_partition_payload(home, CHANGEFEED, topic, 0).column("offset").to_pylist() == [6, 7, 8, 9]
-    from ticdc_lakehouse.status import landed_view
+    from ticdc_lakehouse.commands.status import landed_view
 
     losses = landed_view(home, CHANGEFEED).data_loss
     assert [(d["start"], d["end"], d["accepted"]) for d in losses] == [(0, 6, True)]
@@ -173,11 +173,11 @@ def test_offsets_deleted_before_the_first_landing_fail_the_land_command_unless_a
 
 @pytest.mark.spark
 def test_a_truncated_segment_of_a_backfill_is_landed_again_from_the_archive(spark_session, tmp_path):
-    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.runtime.config import load_settings
     from ticdc_lakehouse.landing.segments import partition_segments
-    from ticdc_lakehouse.pipeline import backfill
-    from ticdc_lakehouse.spark_session import use_catalog
-    from ticdc_lakehouse.workload import Workload, write_to_archive
+    from ticdc_lakehouse.commands.pipeline import backfill
+    from ticdc_lakehouse.runtime.spark_session import use_catalog
+    from ticdc_lakehouse.sim.workload import Workload, write_to_archive
 
     workload = Workload.started(seed=43, partitions=2, transactions=10)
     workload.resolve(final=True)

@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from tests.broker_fixture import create_topic, kafka_broker, private_broker, produce, unique_topic  # noqa: F401
-from ticdc_lakehouse.config import ChangefeedConfig
+from ticdc_lakehouse.runtime.config import ChangefeedConfig
 from ticdc_lakehouse.landing import (
     DataLossError,
     LandingBusyError,

@@ -22,7 +22,7 @@ from ticdc_lakehouse.decode.large_messages import (
     masked_uri,
     parse_claim_check,
 )
-from ticdc_lakehouse.model import DecodeError, SourceUnavailable
+from ticdc_lakehouse.core.model import DecodeError, SourceUnavailable
 
 PAYLOAD = json.dumps({"u": {"id": {"t": 8, "h": True, "v": 1}, "note": {"t": 15, "v": "x" * 5000}}}).encode()
 

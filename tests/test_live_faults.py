@@ -45,7 +45,7 @@ POISON = (b"poison-key", b"\xff\xfe this is not an Open Protocol message")
 
 def _chunks(seed: int):
     """The workload and its records, in chunks of a couple of transactions, the poison message in the middle."""
-    from ticdc_lakehouse.workload import Workload, encode_partitions
+    from ticdc_lakehouse.sim.workload import Workload, encode_partitions
 
     workload = Workload(seed=seed, partitions=2)
     workload.create_sample_tables()
@@ -95,18 +95,18 @@ class _Producer(threading.Thread):
 
 def _run(env: dict, log: Path, **fault: str) -> subprocess.Popen:
     with open(log, "w") as stderr:  # a file, not a pipe: a run nobody reads must never block on a full pipe
-        return subprocess.Popen([sys.executable, "-m", "ticdc_lakehouse.cli", "run"], env=dict(env, **fault),
+        return subprocess.Popen([sys.executable, "-m", "ticdc_lakehouse.commands.cli", "run"], env=dict(env, **fault),
                                 cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr)
 
 
 def test_live_landing_survives_kills_broker_outage_truncation_and_poison(spark_session, tmp_path,
                                                                          kafka_broker):  # noqa: F811
-    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.runtime.config import load_settings
     from ticdc_lakehouse.landing.segments import partition_segments
-    from ticdc_lakehouse.pipeline import run_cycle
-    from ticdc_lakehouse.spark_session import use_catalog
-    from ticdc_lakehouse.state import StateStore
-    from ticdc_lakehouse.status import collect_status, render_status
+    from ticdc_lakehouse.commands.pipeline import run_cycle
+    from ticdc_lakehouse.runtime.spark_session import use_catalog
+    from ticdc_lakehouse.runtime.state import StateStore
+    from ticdc_lakehouse.commands.status import collect_status, render_status
 
     rng = random.Random(int(os.environ.get("LIVE_FAULT_SEED", "20")))
     workload, chunks = _chunks(seed=rng.randrange(1000))

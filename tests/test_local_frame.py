@@ -6,7 +6,7 @@ from datetime import datetime
 
 import pytest
 
-from ticdc_lakehouse.local_frame import local_frame
+from ticdc_lakehouse.runtime.local_frame import local_frame
 
 DDL = "name string, ts bigint, part int, at timestamp, note string"
 ROWS = [

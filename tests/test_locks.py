@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ticdc_lakehouse.config import load_settings
-from ticdc_lakehouse.locks import LockBusy, changefeed_lock
+from ticdc_lakehouse.runtime.config import load_settings
+from ticdc_lakehouse.runtime.locks import LockBusy, changefeed_lock
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,7 +20,7 @@ def test_second_merge_process_fails_fast_while_one_holds_the_lock(tmp_path):
     env["LAKEHOUSE_HOME"] = str(tmp_path)
     settings = load_settings(env={"LAKEHOUSE_HOME": str(tmp_path), "LAKEHOUSE_CONFIG": ""})
     with changefeed_lock(settings, "default"):
-        result = subprocess.run([sys.executable, "-m", "ticdc_lakehouse.cli", "merge"], env=env, cwd=ROOT,
+        result = subprocess.run([sys.executable, "-m", "ticdc_lakehouse.commands.cli", "merge"], env=env, cwd=ROOT,
                                 capture_output=True, text=True, timeout=120)
     assert result.returncode == 1
     assert "merge of changefeed 'default' not started: another merge (pid" in result.stderr
@@ -41,9 +41,9 @@ def test_lock_is_reentrant_for_nobody_and_released_after_use(tmp_path):
 
 KILLED_DRIVER = """
 import os, signal, sys
-from ticdc_lakehouse.config import load_settings
-from ticdc_lakehouse.locks import changefeed_lock
-from ticdc_lakehouse.spark_session import get_spark
+from ticdc_lakehouse.runtime.config import load_settings
+from ticdc_lakehouse.runtime.locks import changefeed_lock
+from ticdc_lakehouse.runtime.spark_session import get_spark
 
 settings = load_settings(env={"LAKEHOUSE_HOME": sys.argv[1], "LAKEHOUSE_CONFIG": ""})
 spark = get_spark(settings, "killed-driver")
@@ -65,7 +65,7 @@ def _running(pid: int) -> bool:
 def test_a_killed_drivers_jvm_holds_the_driver_lock_until_it_has_exited(spark_session, tmp_path):
     """The JVM of a SIGKILLed Python driver lives on for a moment, finishing commits already under way: the next
     run gets the Python lock at once, but waits for that JVM before it may read or commit anything."""
-    from ticdc_lakehouse.locks import driver_lock
+    from ticdc_lakehouse.runtime.locks import driver_lock
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE")}
     out, err = tmp_path / "driver.out", tmp_path / "driver.err"

@@ -23,7 +23,7 @@ TABLES = ("shop.customers", "shop.order_items", "shop.orders")
 def _capture(spark, settings, ji, cuts):
     """Everything maintenance may change, as plain data."""
     from ticdc_lakehouse.iceberg.java_api import watermark_of
-    from ticdc_lakehouse.state import StateStore
+    from ticdc_lakehouse.runtime.state import StateStore
 
     catalog = settings.catalog_name
     state: dict = {"rows": {}, "tag_rows": {}, "refs": {}, "snapshots": {}, "watermarks": {}, "files": {}}
@@ -51,13 +51,13 @@ def _capture(spark, settings, ji, cuts):
 
 @pytest.fixture(scope="module")
 def lake(spark_session, tmp_path_factory):
-    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.runtime.config import load_settings
     from ticdc_lakehouse.iceberg.java_api import JavaIceberg
-    from ticdc_lakehouse.maintenance import maintain
-    from ticdc_lakehouse.pipeline import backfill
-    from ticdc_lakehouse.spark_session import use_catalog
-    from ticdc_lakehouse.timetravel import tso_to_datetime
-    from ticdc_lakehouse.workload import Workload, write_to_archive
+    from ticdc_lakehouse.commands.maintenance import maintain
+    from ticdc_lakehouse.commands.pipeline import backfill
+    from ticdc_lakehouse.runtime.spark_session import use_catalog
+    from ticdc_lakehouse.commands.timetravel import tso_to_datetime
+    from ticdc_lakehouse.sim.workload import Workload, write_to_archive
 
     root = tmp_path_factory.mktemp("maintenance-lake")
     env = {
@@ -119,7 +119,7 @@ def lake(spark_session, tmp_path_factory):
 
 
 def _use(lake):
-    from ticdc_lakehouse.spark_session import use_catalog
+    from ticdc_lakehouse.runtime.spark_session import use_catalog
 
     use_catalog(lake.spark, lake.settings)
 
@@ -181,7 +181,7 @@ def test_watermark_survives_compaction_and_expiry(lake):
 
 
 def test_snapshots_expire_but_the_kept_cut_stays_readable(lake):
-    from ticdc_lakehouse.timetravel import as_of_sql
+    from ticdc_lakehouse.commands.timetravel import as_of_sql
 
     _use(lake)
     second = lake.cuts[1]
@@ -193,9 +193,9 @@ def test_snapshots_expire_but_the_kept_cut_stays_readable(lake):
 
 
 def test_dropped_cut_loses_its_tags_and_checkpoint_rows(lake):
-    from ticdc_lakehouse.maintenance import verify_cuts
-    from ticdc_lakehouse.state import StateStore
-    from ticdc_lakehouse.timetravel import AsOfError, as_of_sql
+    from ticdc_lakehouse.commands.maintenance import verify_cuts
+    from ticdc_lakehouse.runtime.state import StateStore
+    from ticdc_lakehouse.commands.timetravel import AsOfError, as_of_sql
 
     _use(lake)
     first, second = lake.cuts
@@ -232,8 +232,8 @@ def test_landed_segments_every_merge_is_past_are_deleted_but_each_partitions_las
 
 
 def test_maintenance_waits_for_no_merge(lake):
-    from ticdc_lakehouse.locks import LockBusy, changefeed_lock
-    from ticdc_lakehouse.maintenance import maintain
+    from ticdc_lakehouse.runtime.locks import LockBusy, changefeed_lock
+    from ticdc_lakehouse.commands.maintenance import maintain
 
     _use(lake)
     with changefeed_lock(lake.settings, "default"):
@@ -255,7 +255,7 @@ NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
     keep_last=st.integers(min_value=0, max_value=12),
 )
 def test_plan_cuts_keeps_recent_and_newest(ages, days, keep_last):
-    from ticdc_lakehouse.maintenance import plan_cuts
+    from ticdc_lakehouse.commands.maintenance import plan_cuts
 
     cuts = [_tso(NOW - timedelta(minutes=age)) for age in ages]
     kept, dropped = plan_cuts(cuts, NOW, days, keep_last)
@@ -273,14 +273,14 @@ def test_plan_cuts_keeps_recent_and_newest(ages, days, keep_last):
 
 
 def _state(snapshots, tags, current):
-    from ticdc_lakehouse.maintenance import SnapshotInfo, TableState, TagInfo
+    from ticdc_lakehouse.commands.maintenance import SnapshotInfo, TableState, TagInfo
 
     infos = {sid: SnapshotInfo(sid, ts, parent, wm) for sid, (ts, parent, wm) in snapshots.items()}
     return TableState("shop.t", current, infos, {n: TagInfo(s, age) for n, (s, age) in tags.items()}, {"main": current})
 
 
 def test_plan_table_protects_the_watermark_chain_and_kept_cuts():
-    from ticdc_lakehouse.maintenance import plan_table
+    from ticdc_lakehouse.commands.maintenance import plan_table
 
     day = 86_400_000
     # 1 <- 2 <- 3 <- 4 (compaction, no watermark) <- 5 (delete rewrite, no watermark)
@@ -298,7 +298,7 @@ def test_plan_table_protects_the_watermark_chain_and_kept_cuts():
 
 
 def test_plan_table_tags_untagged_cuts_and_pins_lapsing_tags():
-    from ticdc_lakehouse.maintenance import plan_table
+    from ticdc_lakehouse.commands.maintenance import plan_table
 
     day = 86_400_000
     snapshots = {1: (1 * day, None, 100), 2: (2 * day, 1, 200), 3: (3 * day, 2, 300)}
@@ -315,8 +315,8 @@ def test_plan_table_tags_untagged_cuts_and_pins_lapsing_tags():
 
 
 def test_rows_to_delete_never_removes_the_latest_row():
-    from ticdc_lakehouse.maintenance import effective_rows, rows_to_delete
-    from ticdc_lakehouse.state import Checkpoint
+    from ticdc_lakehouse.commands.maintenance import effective_rows, rows_to_delete
+    from ticdc_lakehouse.runtime.state import Checkpoint
 
     t0 = datetime(2026, 1, 1)
     old = Checkpoint("cf", 100, "r1", tables={"shop.t": 1}, committed_at=t0)
@@ -349,7 +349,7 @@ def test_a_dropped_table_no_kept_cut_reads_is_purged_with_its_files(lake):
     ],
 )
 def test_plan_graveyard_purge(kept, halts, purged):
-    from ticdc_lakehouse.maintenance import plan_graveyard_purge
+    from ticdc_lakehouse.commands.maintenance import plan_graveyard_purge
 
     dropped = {"a__t__100": 100, "b__t__200": 200, "c__t__400": 400}
     assert plan_graveyard_purge(dropped, kept, halts) == purged

@@ -21,11 +21,11 @@ from tests.lake_helpers import (
     snapshot_watermarks,
     table_rows,
 )
-from ticdc_lakehouse.archive_writer import write_partition
-from ticdc_lakehouse.pipeline import backfill, resume_table
-from ticdc_lakehouse.state import StateStore
-from ticdc_lakehouse.timetravel import AsOfError, as_of_sql
-from ticdc_lakehouse.workload import Workload, write_to_archive
+from ticdc_lakehouse.sim.archive_writer import write_partition
+from ticdc_lakehouse.commands.pipeline import backfill, resume_table
+from ticdc_lakehouse.runtime.state import StateStore
+from ticdc_lakehouse.commands.timetravel import AsOfError, as_of_sql
+from ticdc_lakehouse.sim.workload import Workload, write_to_archive
 
 pytestmark = pytest.mark.spark
 TOPIC = "ticdc"
@@ -94,7 +94,7 @@ def test_open_protocol_backfill_grows_incrementally_and_travels_in_time(spark, s
 def test_other_protocols_backfill_equal_upstream(spark, tmp_path, monkeypatch, lakehouse_env, protocol,
                                                  parallel_tables):
     """Also both ways of the final flush: one table after the other, and several at once."""
-    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.runtime.config import load_settings
 
     monkeypatch.setenv("LAKEHOUSE__MERGE__PARALLEL_TABLES", str(parallel_tables))
     settings = load_settings()
@@ -199,14 +199,14 @@ def test_simple_rows_before_their_schema_are_kept_until_a_bootstrap_arrives(spar
 
 
 def test_without_resolved_events_everything_landed_is_applied_in_key_order(spark, tmp_path, monkeypatch, lakehouse_env):
-    from ticdc_lakehouse.config import load_settings
-    from ticdc_lakehouse.model import ResolvedEvent
+    from ticdc_lakehouse.runtime.config import load_settings
+    from ticdc_lakehouse.core.model import ResolvedEvent
 
     config = tmp_path / "cf.toml"
     config.write_text('[changefeeds.nores]\nprotocol = "open"\nresolved_ts = "none"\n')
     monkeypatch.setenv("LAKEHOUSE_CONFIG", str(config))
     settings = load_settings()
-    from ticdc_lakehouse.spark_session import use_catalog
+    from ticdc_lakehouse.runtime.spark_session import use_catalog
 
     use_catalog(spark, settings)
     archive = tmp_path / "archive"
@@ -216,8 +216,8 @@ def test_without_resolved_events_everything_landed_is_applied_in_key_order(spark
         workload.transaction(4)
     events = workload.new_events()
     stripped = {p: [e for e in evs if not isinstance(e, ResolvedEvent)] for p, evs in events.items()}
-    from ticdc_lakehouse.archive_writer import write_archive
-    from ticdc_lakehouse.workload import encode_partitions
+    from ticdc_lakehouse.sim.archive_writer import write_archive
+    from ticdc_lakehouse.sim.workload import encode_partitions
 
     write_archive(archive, TOPIC, encode_partitions(stripped, "open"))
     report = backfill(settings, archive, changefeed="nores", spark=spark)["merge"]
@@ -249,7 +249,7 @@ def test_an_update_without_some_columns_keeps_their_lake_values(spark, settings,
     sent, while columns every image carried are taken straight from the change set; partial updates of one key
     in one run add up, and a key inserted in the run keeps what its later partial updates did not send."""
     from tests.lake_helpers import backfill_open_protocol_runs, create_app_table
-    from ticdc_lakehouse.model import INSERT, UPDATE, DDLEvent, Position, ResolvedEvent, RowChange
+    from ticdc_lakehouse.core.model import INSERT, UPDATE, DDLEvent, Position, ResolvedEvent, RowChange
 
     full, narrow, at = {"id": "int", "v": "varchar", "w": "varchar"}, {"id": "int", "v": "varchar"}, Position("t", 0, 0)
 
@@ -295,10 +295,10 @@ def test_an_unreachable_schema_registry_fails_the_run_and_the_rerun_applies_ever
         spark, tmp_path, monkeypatch, lakehouse_env, schema_registry):
     """A registry outage is not bad input: no row may go to the dead-letter table for it, nothing is committed,
     and the run after the outage applies everything."""
-    from ticdc_lakehouse.archive_writer import write_archive
-    from ticdc_lakehouse.config import load_settings
-    from ticdc_lakehouse.model import SourceUnavailable
-    from ticdc_lakehouse.spark_session import use_catalog
+    from ticdc_lakehouse.sim.archive_writer import write_archive
+    from ticdc_lakehouse.runtime.config import load_settings
+    from ticdc_lakehouse.core.model import SourceUnavailable
+    from ticdc_lakehouse.runtime.spark_session import use_catalog
 
     key_schema, value_schema = items_schemas()
     producer = Producer(schema_registry, "outage")
@@ -381,10 +381,10 @@ def test_tables_of_one_new_namespace_created_at_once_all_succeed(spark, settings
 def test_large_messages_compressed_or_claim_checked_land_every_row(spark, tmp_path, monkeypatch, lakehouse_env):
     """A changefeed with large-message-handle-compression=lz4 and claim-check: every third row was moved to the
     claim-check storage, every value item is compressed. The lake equals upstream, with no dead letters."""
-    from ticdc_lakehouse.archive_writer import write_archive
-    from ticdc_lakehouse.config import load_settings
-    from ticdc_lakehouse.encode.open_protocol import OpenProtocolEncoder
-    from ticdc_lakehouse.model import RowChange
+    from ticdc_lakehouse.sim.archive_writer import write_archive
+    from ticdc_lakehouse.runtime.config import load_settings
+    from ticdc_lakehouse.sim.encode.open_protocol import OpenProtocolEncoder
+    from ticdc_lakehouse.core.model import RowChange
 
     claims = tmp_path / "claims"
     claims.mkdir()
@@ -420,8 +420,8 @@ def test_hold_mode_stops_a_partition_at_an_undecodable_message_until_it_is_skipp
                                                                                      lakehouse_env):
     """merge.on_undecodable = "hold": the partition with a bad message stops there (the cut stays below it), nothing
     is dead-lettered until the operator skips it; then the next run dead-letters it and catches up."""
-    from ticdc_lakehouse.config import load_settings
-    from ticdc_lakehouse.pipeline import skip_message
+    from ticdc_lakehouse.runtime.config import load_settings
+    from ticdc_lakehouse.commands.pipeline import skip_message
 
     monkeypatch.setenv("LAKEHOUSE__MERGE__ON_UNDECODABLE", "hold")
     settings = load_settings()
@@ -461,9 +461,9 @@ def test_hold_mode_stops_a_partition_at_an_undecodable_message_until_it_is_skipp
 def test_hold_mode_applies_held_messages_in_order_once_the_cause_is_fixed(spark, tmp_path, monkeypatch, lakehouse_env):
     """A changefeed whose TiCDC sink compresses large messages, configured without it: every row is held, not
     dead-lettered; with the setting fixed the same landed data applies completely."""
-    from ticdc_lakehouse.archive_writer import write_archive
-    from ticdc_lakehouse.config import load_settings
-    from ticdc_lakehouse.encode.open_protocol import OpenProtocolEncoder
+    from ticdc_lakehouse.sim.archive_writer import write_archive
+    from ticdc_lakehouse.runtime.config import load_settings
+    from ticdc_lakehouse.sim.encode.open_protocol import OpenProtocolEncoder
 
     config = tmp_path / "lakehouse.toml"
     config.write_text('[merge]\non_undecodable = "hold"\n[changefeeds.default]\nprotocol = "open"\n')

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyiceberg import types as ice
 
-from ticdc_lakehouse import mysql_types as mt
-from ticdc_lakehouse.mysql_types import MySQLType
+from ticdc_lakehouse.core import mysql_types as mt
+from ticdc_lakehouse.core.mysql_types import MySQLType
 
 VECTORS = Path(__file__).resolve().parents[2] / "shared" / "ticdc-vectors"
 

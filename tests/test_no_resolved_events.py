@@ -12,10 +12,10 @@ CANAL = Path(__file__).resolve().parents[2] / "shared" / "ticdc-vectors" / "cana
 
 @pytest.mark.spark
 def test_a_stream_without_resolved_events_is_named_with_the_setting_that_applies_it(spark, tmp_path):
-    from ticdc_lakehouse.archive_writer import write_archive
-    from ticdc_lakehouse.config import load_settings
-    from ticdc_lakehouse.pipeline import backfill
-    from ticdc_lakehouse.status import collect_status, render_status
+    from ticdc_lakehouse.sim.archive_writer import write_archive
+    from ticdc_lakehouse.runtime.config import load_settings
+    from ticdc_lakehouse.commands.pipeline import backfill
+    from ticdc_lakehouse.commands.status import collect_status, render_status
 
     config = tmp_path / "none.toml"  # the fixture's config file
     config.write_text('[changefeeds.shop]\nprotocol = "canal-json"\ntopics = ["canal"]\n')

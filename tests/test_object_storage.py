@@ -16,7 +16,7 @@ from tests.broker_fixture import create_topic, kafka_broker, produce, unique_top
 from tests.s3_fixture import s3_api  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
-LAKEHOUSE = [sys.executable, "-m", "ticdc_lakehouse.cli"]
+LAKEHOUSE = [sys.executable, "-m", "ticdc_lakehouse.commands.cli"]
 
 
 def run(args: list[str], env: dict[str, str]) -> str:
@@ -26,7 +26,7 @@ def run(args: list[str], env: dict[str, str]) -> str:
 
 
 def test_s3_settings_become_catalog_properties_for_spark_and_pyiceberg():
-    from ticdc_lakehouse.object_storage import aws_java_options, iceberg_s3_properties, pyiceberg_s3_properties
+    from ticdc_lakehouse.runtime.object_storage import aws_java_options, iceberg_s3_properties, pyiceberg_s3_properties
 
     raw = {"s3": {"endpoint": "http://minio:9000", "path_style_access": True, "region": "eu-west-1",
                   "checksums": "when_required"}}
@@ -46,8 +46,8 @@ def test_s3_settings_become_catalog_properties_for_spark_and_pyiceberg():
 @pytest.mark.spark
 def test_a_backfill_keeps_every_table_file_in_the_bucket(s3_api, spark_session, tmp_path, monkeypatch):
     from tests.test_dag_runs import lake_json
-    from ticdc_lakehouse.config import load_settings
-    from ticdc_lakehouse.workload import Workload, write_to_archive
+    from ticdc_lakehouse.runtime.config import load_settings
+    from ticdc_lakehouse.sim.workload import Workload, write_to_archive
 
     workload = Workload(seed=23, partitions=2)
     workload.run_script(transactions=8)
@@ -72,7 +72,7 @@ def test_a_backfill_keeps_every_table_file_in_the_bucket(s3_api, spark_session, 
         assert any(k.startswith(prefix + "metadata/") and k.endswith(".metadata.json") for k in keys), prefix
     assert not (tmp_path / "home" / "warehouse").exists()  # nothing went to the local default
 
-    from ticdc_lakehouse.spark_session import pyiceberg_catalog  # pyiceberg reads the bucket through pyarrow's S3
+    from ticdc_lakehouse.runtime.spark_session import pyiceberg_catalog  # pyiceberg reads the bucket through pyarrow's S3
 
     table = next(iter(workload.state_at(cut).values()))
     rows = pyiceberg_catalog(load_settings()).load_table(f"{table.schema}.{table.name}").scan().to_arrow()
@@ -84,7 +84,7 @@ def test_a_backfill_keeps_every_table_file_in_the_bucket(s3_api, spark_session, 
 def test_a_scheduled_run_lands_from_kafka_and_merges_into_the_bucket(
         s3_api, kafka_broker, spark_session, airflow_db, tmp_path, monkeypatch):  # noqa: F811
     from tests.test_dag_runs import deploy, lake_json as spark_lake_json, task_states
-    from ticdc_lakehouse.workload import Workload, encode_partitions
+    from ticdc_lakehouse.sim.workload import Workload, encode_partitions
 
     workload = Workload(seed=31, partitions=2)
     workload.run_script(transactions=6)
@@ -120,10 +120,10 @@ def test_a_backfill_with_the_landing_zone_in_the_bucket_too(s3_api, spark_sessio
     """``landing.path = s3://...``: segments land as objects (pyarrow's S3 filesystem), the merge reads them from
     there in the executors, and a second backfill of the grown archive lands and merges only what is new."""
     from tests.test_dag_runs import lake_json
-    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.runtime.config import load_settings
     from ticdc_lakehouse.landing.segments import list_segments
-    from ticdc_lakehouse.spark_session import pyiceberg_catalog
-    from ticdc_lakehouse.workload import Workload, write_to_archive
+    from ticdc_lakehouse.runtime.spark_session import pyiceberg_catalog
+    from ticdc_lakehouse.sim.workload import Workload, write_to_archive
 
     workload = Workload(seed=29, partitions=2)
     workload.run_script(transactions=8)
@@ -167,14 +167,14 @@ def test_a_backfill_with_the_landing_zone_in_the_bucket_too(s3_api, spark_sessio
 def test_the_landing_layout_on_s3_segments_quarantine_data_loss_and_lock(s3_api, tmp_path, monkeypatch):
     """Every piece of the landing layout through the S3 storage: whole objects, listing, the quarantine's move,
     the data-loss record, and the landing lock as a local file under LAKEHOUSE_HOME."""
-    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.runtime.config import load_settings
     from ticdc_lakehouse.landing.kafka_source import _record_data_loss
     from ticdc_lakehouse.landing.lock import LandingBusyError, landing_lock
     from ticdc_lakehouse.landing.progress import DataLoss
     from ticdc_lakehouse.landing.quarantine import check_landed, read_quarantined
     from ticdc_lakehouse.landing.segments import (
         SegmentWriter, clean_temp_files, known_partitions, list_segments, read_segment, write_partition_count)
-    from ticdc_lakehouse.status import landed_view
+    from ticdc_lakehouse.commands.status import landed_view
 
     bucket = s3_api.new_bucket()
     for key, value in {**s3_api.environment(f"s3://{bucket}/warehouse"), "LAKEHOUSE_HOME": str(tmp_path / "home"),

@@ -6,7 +6,7 @@ import json
 from datetime import date, datetime
 from decimal import Decimal
 
-from ticdc_lakehouse.output import json_lines, json_value, table_text
+from ticdc_lakehouse.commands.output import json_lines, json_value, table_text
 
 
 def test_json_keeps_decimals_dates_and_bytes_exact():

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ticdc_lakehouse.workload import Workload, write_to_archive
+from ticdc_lakehouse.sim.workload import Workload, write_to_archive
 
 pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,7 +31,7 @@ def _backfill(tmp_path: Path, umask: int, config: str) -> Path:
     env.update(LAKEHOUSE_HOME=str(home), LAKEHOUSE_CONFIG=str(tmp_path / "lakehouse.toml"),
                LAKEHOUSE__SPARK__SHUFFLE_PARTITIONS="2")
     result = subprocess.run(
-        [sys.executable, "-m", "ticdc_lakehouse.cli", "backfill", "--archive", str(archive), "--protocol", "open"],
+        [sys.executable, "-m", "ticdc_lakehouse.commands.cli", "backfill", "--archive", str(archive), "--protocol", "open"],
         env=env, cwd=ROOT, capture_output=True, text=True, timeout=900, preexec_fn=lambda: os.umask(umask))
     assert result.returncode == 0, result.stderr[-3000:]
     return home

@@ -11,11 +11,11 @@ import pytest
 
 from tests.lake_helpers import assert_lake_equals_upstream, run_concurrently
 from tests.postgres_fixture import postgres_url  # noqa: F401
-from ticdc_lakehouse.config import load_settings
-from ticdc_lakehouse.locks import LockBusy, changefeed_lock
-from ticdc_lakehouse.pipeline import backfill
-from ticdc_lakehouse.spark_session import pyiceberg_catalog, use_catalog
-from ticdc_lakehouse.workload import Workload, write_to_archive
+from ticdc_lakehouse.runtime.config import load_settings
+from ticdc_lakehouse.runtime.locks import LockBusy, changefeed_lock
+from ticdc_lakehouse.commands.pipeline import backfill
+from ticdc_lakehouse.runtime.spark_session import pyiceberg_catalog, use_catalog
+from ticdc_lakehouse.sim.workload import Workload, write_to_archive
 
 pytestmark = pytest.mark.spark
 

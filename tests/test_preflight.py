@@ -20,7 +20,7 @@ def _one_error_line(result) -> str:
 
 
 def _archive(tmp_path):
-    from ticdc_lakehouse.workload import Workload, write_to_archive
+    from ticdc_lakehouse.sim.workload import Workload, write_to_archive
 
     workload = Workload(seed=3, partitions=1)
     workload.create_sample_tables()
@@ -93,14 +93,14 @@ def test_a_missing_archive_is_one_line(cli_env, tmp_path):
     ("[::1]:9092", [("::1", 9092)]),
 ])
 def test_bootstrap_addresses(servers, expected):
-    from ticdc_lakehouse.preflight import bootstrap_addresses
+    from ticdc_lakehouse.commands.preflight import bootstrap_addresses
 
     assert bootstrap_addresses(servers) == expected
 
 
 def test_a_read_only_place_is_refused_even_for_root(tmp_path):
     """/proc accepts no new files, whoever asks (root passes every permission check)."""
-    from ticdc_lakehouse.preflight import PreflightError, check_writable
+    from ticdc_lakehouse.commands.preflight import PreflightError, check_writable
 
     with pytest.raises(PreflightError, match=r"^catalog: cannot write /proc/lakehouse/catalog\.db \(/proc is not "
                                              r"writable by this user\); set catalog\.uri"):

@@ -35,8 +35,8 @@ def test_the_registry_names_each_protocol_once_and_every_decoder_loads():
 
 
 def test_every_encoder_writes_what_its_decoder_reads():
-    from ticdc_lakehouse.model import RowChange
-    from ticdc_lakehouse.workload import Workload, encode_partitions, encoder_for
+    from ticdc_lakehouse.core.model import RowChange
+    from ticdc_lakehouse.sim.workload import Workload, encode_partitions, encoder_for
 
     assert ENCODABLE == ("open", "craft", "simple-json", "simple-avro")
     for name in ENCODABLE:
@@ -45,7 +45,7 @@ def test_every_encoder_writes_what_its_decoder_reads():
         workload.transaction(1)
         records = encode_partitions(workload.new_events(), name)[0]
         decoder = make_decoder(name)
-        from ticdc_lakehouse.model import Message
+        from ticdc_lakehouse.core.model import Message
 
         rows = [event for offset, (key, value, _headers, _ts) in enumerate(records)
                 for event in decoder.decode(Message("t", 0, offset, key, value)) if isinstance(event, RowChange)]
@@ -55,7 +55,7 @@ def test_every_encoder_writes_what_its_decoder_reads():
 
 
 def test_the_cli_offers_what_the_registry_holds():
-    from ticdc_lakehouse.cli import build_parser
+    from ticdc_lakehouse.commands.cli import build_parser
 
     parser = build_parser()
     demo = next(action for action in parser._subparsers._group_actions[0].choices["demo"]._actions
@@ -64,7 +64,7 @@ def test_the_cli_offers_what_the_registry_holds():
 
 
 def test_preflight_accepts_every_registered_name_and_rejects_any_other():
-    from ticdc_lakehouse.preflight import PreflightError, check_protocol
+    from ticdc_lakehouse.commands.preflight import PreflightError, check_protocol
 
     for name in NAMES:
         check_protocol(name, "--protocol")

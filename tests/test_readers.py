@@ -17,8 +17,8 @@ pytestmark = pytest.mark.spark
 @pytest.fixture
 def two_cuts(spark, settings, tmp_path):
     """A backfill, then more changes (updates and deletes) and a second backfill: two tagged cuts."""
-    from ticdc_lakehouse.pipeline import backfill
-    from ticdc_lakehouse.workload import Workload, write_to_archive
+    from ticdc_lakehouse.commands.pipeline import backfill
+    from ticdc_lakehouse.sim.workload import Workload, write_to_archive
 
     workload = Workload(seed=31, partitions=1)
     workload.create_sample_tables()
@@ -38,14 +38,14 @@ def two_cuts(spark, settings, tmp_path):
 
 
 def _rows(arrow_table, keys) -> list[dict]:
-    from ticdc_lakehouse.output import json_value
+    from ticdc_lakehouse.commands.output import json_value
 
     rows = [{k: json_value(v) for k, v in row.items()} for row in arrow_table.to_pylist()]
     return sorted(rows, key=lambda r: tuple(r[k] for k in keys))
 
 
 def test_pyiceberg_reads_the_current_state_and_a_tagged_cut(spark, settings, two_cuts):
-    from ticdc_lakehouse.spark_session import pyiceberg_catalog
+    from ticdc_lakehouse.runtime.spark_session import pyiceberg_catalog
 
     workload, first, second = two_cuts
     catalog = pyiceberg_catalog(settings)  # SqlCatalog(name, uri=sqlite:///.../catalog.db, warehouse=file://...)
@@ -67,7 +67,7 @@ def test_pyiceberg_reads_the_current_state_and_a_tagged_cut(spark, settings, two
 def test_duckdb_queries_the_arrow_scan_and_parquet_alone_ignores_deletes(spark, settings, two_cuts):
     import pyarrow.parquet as pq
 
-    from ticdc_lakehouse.spark_session import pyiceberg_catalog
+    from ticdc_lakehouse.runtime.spark_session import pyiceberg_catalog
 
     workload, _, second = two_cuts
     catalog = pyiceberg_catalog(settings)

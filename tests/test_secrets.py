@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.postgres_fixture import postgres_url  # noqa: F401
-from ticdc_lakehouse.config import load_settings
+from ticdc_lakehouse.runtime.config import load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,7 +40,7 @@ def test_plan_keeps_every_secret_out_of_the_jvm_arguments():
         "LAKEHOUSE_CATALOG_USER": "lake", "LAKEHOUSE_CATALOG_PASSWORD": "pw-3a9",
         "LAKEHOUSE__SPARK__CONF__SPARK.HADOOP.FS.S3A.SECRET.KEY": "s3-5d2",
     })
-    from ticdc_lakehouse.spark_session import spark_plan
+    from ticdc_lakehouse.runtime.spark_session import spark_plan
 
     plan = spark_plan(settings)
     public = " ".join(f"{k}={v}" for k, v in plan.conf.items())
@@ -59,7 +59,7 @@ def test_a_running_command_never_shows_the_catalog_password(postgres_url, tmp_pa
                 "LAKEHOUSE_CATALOG_PASSWORD": password})
     (tmp_path / "none.toml").write_text("")
     process = subprocess.Popen(
-        [sys.executable, "-m", "ticdc_lakehouse.cli", "sql",
+        [sys.executable, "-m", "ticdc_lakehouse.commands.cli", "sql",
          "CREATE NAMESPACE IF NOT EXISTS secrets_probe; SHOW NAMESPACES"],
         env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     saw_jvm, leaks = False, []

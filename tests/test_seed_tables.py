@@ -10,12 +10,12 @@ from tests.lake_helpers import (
     lake_rows,
     snapshot_watermarks,
 )
-from ticdc_lakehouse.model import ColumnSchema, TableSchema
-from ticdc_lakehouse.mysql_types import parse_type
-from ticdc_lakehouse.pipeline import backfill
-from ticdc_lakehouse.seed_tables import create_tables, members_to_learn, tables_in_ddl
-from ticdc_lakehouse.status import collect_status, render_status
-from ticdc_lakehouse.workload import write_to_archive
+from ticdc_lakehouse.core.model import ColumnSchema, TableSchema
+from ticdc_lakehouse.core.mysql_types import parse_type
+from ticdc_lakehouse.commands.pipeline import backfill
+from ticdc_lakehouse.commands.seed_tables import create_tables, members_to_learn, tables_in_ddl
+from ticdc_lakehouse.commands.status import collect_status, render_status
+from ticdc_lakehouse.sim.workload import write_to_archive
 
 DUMP = """
 -- MySQL dump 10.13  Distrib 8.0.36, for Linux (x86_64)

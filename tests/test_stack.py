@@ -11,7 +11,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from ticdc_lakehouse.spark_session import iceberg_aws_jar, iceberg_runtime_jar, pyiceberg_catalog
+from ticdc_lakehouse.runtime.spark_session import iceberg_aws_jar, iceberg_runtime_jar, pyiceberg_catalog
 
 RUNTIME = Path(__file__).resolve().parent.parent / "jvm" / "runtime"
 
@@ -111,9 +111,9 @@ def test_concurrent_commits_through_a_catalog_opened_on_an_existing_file(spark_s
     import uuid
 
     from tests.lake_helpers import run_concurrently
-    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.runtime.config import load_settings
     from ticdc_lakehouse.iceberg.java_api import JavaIceberg
-    from ticdc_lakehouse.spark_session import use_catalog
+    from ticdc_lakehouse.runtime.spark_session import use_catalog
 
     def open_catalog(name: str):
         settings = load_settings(env={"LAKEHOUSE_HOME": str(tmp_path), "LAKEHOUSE_CONFIG": "",
@@ -155,8 +155,8 @@ def test_concurrent_commits_through_a_catalog_opened_on_an_existing_file(spark_s
 def test_the_driver_jvm_gets_the_configured_options_and_none_when_cleared(tmp_path):
     """``spark.driver_java_options`` (by default, higher C2 thresholds for short runs) reach the driver JVM's
     options next to the JDBC library path; an empty value removes them and nothing else."""
-    from ticdc_lakehouse.config import load_settings
-    from ticdc_lakehouse.spark_session import spark_plan
+    from ticdc_lakehouse.runtime.config import load_settings
+    from ticdc_lakehouse.runtime.spark_session import spark_plan
 
     env = {"LAKEHOUSE_HOME": str(tmp_path), "LAKEHOUSE_CONFIG": ""}
     default = spark_plan(load_settings(env=env)).conf["spark.driver.extraJavaOptions"].split()

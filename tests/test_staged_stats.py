@@ -5,7 +5,7 @@ from __future__ import annotations
 import pickle
 
 from ticdc_lakehouse.merge.staged_stats import StatsFolder, StatsParam, StatsPart, columns_sent, finish
-from ticdc_lakehouse.model import DDLEvent, DecodeFailure, Position, ResolvedEvent, RowChange
+from ticdc_lakehouse.core.model import DDLEvent, DecodeFailure, Position, ResolvedEvent, RowChange
 
 
 def row(schema, table, ts, after, types, partition=0, offset=0, op="I", before=None):

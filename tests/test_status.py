@@ -23,7 +23,7 @@ EXTRA = {0: 3, 1: 0, 2: 2}  # records in Kafka beyond what landed, per partition
 
 
 def _settings(root: Path, catalog: str, bootstrap: str, topic: str):
-    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.runtime.config import load_settings
 
     root.mkdir(parents=True, exist_ok=True)
     config = root / "lakehouse.toml"
@@ -39,11 +39,11 @@ def _settings(root: Path, catalog: str, bootstrap: str, topic: str):
 
 @pytest.fixture(scope="module")
 def lake(spark_session, tmp_path_factory, kafka_broker):  # noqa: F811
-    from ticdc_lakehouse.archive_writer import write_partition
-    from ticdc_lakehouse.pipeline import backfill
-    from ticdc_lakehouse.spark_session import use_catalog
-    from ticdc_lakehouse.status import collect_status
-    from ticdc_lakehouse.workload import Workload, write_to_archive
+    from ticdc_lakehouse.sim.archive_writer import write_partition
+    from ticdc_lakehouse.commands.pipeline import backfill
+    from ticdc_lakehouse.runtime.spark_session import use_catalog
+    from ticdc_lakehouse.commands.status import collect_status
+    from ticdc_lakehouse.sim.workload import Workload, write_to_archive
 
     root = tmp_path_factory.mktemp("status-lake")
     topic = unique_topic("status")
@@ -83,13 +83,13 @@ def _feed(status, name=CHANGEFEED):
 
 
 def _use(lake):
-    from ticdc_lakehouse.spark_session import use_catalog
+    from ticdc_lakehouse.runtime.spark_session import use_catalog
 
     use_catalog(lake.spark, lake.settings)
 
 
 def test_applied_cut_and_partition_resolved_ts(lake):
-    from ticdc_lakehouse.timetravel import tso_to_datetime
+    from ticdc_lakehouse.commands.timetravel import tso_to_datetime
 
     feed = _feed(lake.status)
     cut = lake.w.global_resolved_ts()
@@ -118,7 +118,7 @@ def test_landed_kafka_end_and_lag(lake):
 
 
 def test_pending_is_landed_after_the_restart_offset(lake):
-    from ticdc_lakehouse.state import StateStore
+    from ticdc_lakehouse.runtime.state import StateStore
 
     _use(lake)
     checkpoint = StateStore(lake.spark, lake.settings.catalog_name).latest_checkpoint(CHANGEFEED)
@@ -166,7 +166,7 @@ def test_halted_table_and_dead_letters(lake):
 
 
 def test_render_shows_the_same_facts(lake):
-    from ticdc_lakehouse.status import render_status
+    from ticdc_lakehouse.commands.status import render_status
 
     text = render_status(lake.status)
     cut = lake.w.global_resolved_ts()
@@ -179,7 +179,7 @@ def test_render_shows_the_same_facts(lake):
 
 
 def test_json_and_text_carry_no_secret(lake):
-    from ticdc_lakehouse.status import render_status
+    from ticdc_lakehouse.commands.status import render_status
 
     text = json.dumps(lake.status)  # JSON-able as is
     assert SECRET not in text and SECRET not in render_status(lake.status)
@@ -187,7 +187,7 @@ def test_json_and_text_carry_no_secret(lake):
 
 
 def test_unreachable_kafka_is_reported_fast(lake):
-    from ticdc_lakehouse.status import collect_status, render_status
+    from ticdc_lakehouse.commands.status import collect_status, render_status
 
     _use(lake)
     # the same catalog and landing as the lake, only the broker differs (nothing listens on that port)
@@ -204,8 +204,8 @@ def test_unreachable_kafka_is_reported_fast(lake):
 
 
 def test_no_kafka_and_lock_free_while_a_merge_runs(lake):
-    from ticdc_lakehouse.locks import changefeed_lock
-    from ticdc_lakehouse.status import collect_status, render_status
+    from ticdc_lakehouse.runtime.locks import changefeed_lock
+    from ticdc_lakehouse.commands.status import collect_status, render_status
 
     _use(lake)
     with changefeed_lock(lake.settings, CHANGEFEED):  # what a running merge holds
@@ -218,7 +218,7 @@ def test_no_kafka_and_lock_free_while_a_merge_runs(lake):
 
 def test_fresh_deployment_reports_nothing_and_creates_nothing(spark, settings):
     from ticdc_lakehouse.iceberg.java_api import JavaIceberg
-    from ticdc_lakehouse.status import collect_status, render_status
+    from ticdc_lakehouse.commands.status import collect_status, render_status
 
     status = collect_status(settings, kafka=False, spark=spark)
     feed = _feed(status, "default")
@@ -230,7 +230,7 @@ def test_fresh_deployment_reports_nothing_and_creates_nothing(spark, settings):
 
 def test_landing_gaps_and_overlaps_are_reported(tmp_path):
     from ticdc_lakehouse.landing.segments import segment_path
-    from ticdc_lakehouse.status import KafkaProbe, landed_view, partition_rows
+    from ticdc_lakehouse.commands.status import KafkaProbe, landed_view, partition_rows
 
     for start, end in ((0, 10), (12, 20), (18, 25)):
         path = segment_path(tmp_path, "cf", "t", 0, start, end)
@@ -246,12 +246,12 @@ def test_landing_gaps_and_overlaps_are_reported(tmp_path):
 
 
 def test_large_message_settings_show_when_set_with_secrets_masked(lake):
-    from ticdc_lakehouse.status import render_status
+    from ticdc_lakehouse.commands.status import render_status
 
     feed = _feed(lake.status)
     assert feed["large_messages"] == {"compression": "none", "claim_check_storage_uri": ""}
     assert "large messages" not in render_status(lake.status)
-    from ticdc_lakehouse.redaction import mask_uri_password
+    from ticdc_lakehouse.core.redaction import mask_uri_password
 
     uri = mask_uri_password("s3://claims/p?endpoint=http://minio:9000&secret-access-key=hunter2")
     shown = dict(lake.status, changefeeds=[dict(feed, large_messages={"compression": "lz4",
@@ -262,7 +262,7 @@ def test_large_message_settings_show_when_set_with_secrets_masked(lake):
 
 
 def test_a_held_partition_shows_with_how_to_let_it_go_on(lake):
-    from ticdc_lakehouse.status import render_status
+    from ticdc_lakehouse.commands.status import render_status
 
     feed = _feed(lake.status)
     assert feed["held"] == []  # this lake dead-letters (the default)

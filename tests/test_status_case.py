@@ -9,14 +9,14 @@ import sys
 import pytest
 
 from tests.lake_helpers import backfill_open_protocol_runs
-from ticdc_lakehouse.model import INSERT, DDLEvent, Position, ResolvedEvent, RowChange
+from ticdc_lakehouse.core.model import INSERT, DDLEvent, Position, ResolvedEvent, RowChange
 
 AT = Position("t", 0, 0)
 
 
 def test_status_in_an_empty_directory_creates_nothing(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE")}
-    result = subprocess.run([sys.executable, "-m", "ticdc_lakehouse.cli", "status", "--no-kafka"], env=env,
+    result = subprocess.run([sys.executable, "-m", "ticdc_lakehouse.commands.cli", "status", "--no-kafka"], env=env,
                             cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "no catalog there yet" in result.stdout and "nothing applied yet" in result.stdout
@@ -25,7 +25,7 @@ def test_status_in_an_empty_directory_creates_nothing(tmp_path):
 
 @pytest.mark.spark
 def test_a_mixed_case_table_is_listed_once_and_found(spark, settings, tmp_path):
-    from ticdc_lakehouse.status import collect_status, render_status
+    from ticdc_lakehouse.commands.status import collect_status, render_status
 
     types = {"id": "int", "note": "varchar"}
     events = [

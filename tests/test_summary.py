@@ -21,7 +21,7 @@ def _batch(workload, transactions: int):
 
 def _row_events(workload, table: str, since: dict) -> dict[str, int]:
     """Row events of ``table`` sent after ``since`` (events per partition already counted), by op."""
-    from ticdc_lakehouse.model import RowChange
+    from ticdc_lakehouse.core.model import RowChange
 
     counts: dict[str, int] = {}
     for partition, events in workload.sent.items():
@@ -33,7 +33,7 @@ def _row_events(workload, table: str, since: dict) -> dict[str, int]:
 
 @pytest.mark.spark
 def test_backfill_ends_with_a_summary_and_json_keeps_the_full_report(cli_env, tmp_path):
-    from ticdc_lakehouse.workload import Workload, write_to_archive
+    from ticdc_lakehouse.sim.workload import Workload, write_to_archive
 
     workload = Workload(seed=21, partitions=2)
     workload.create_sample_tables()
@@ -75,7 +75,7 @@ def test_backfill_ends_with_a_summary_and_json_keeps_the_full_report(cli_env, tm
 
 
 def test_the_terminal_reporter_rewrites_one_live_line_and_clears_it():
-    from ticdc_lakehouse.progress import Reporter
+    from ticdc_lakehouse.commands.progress import Reporter
 
     stream = io.StringIO()
     reporter = Reporter("backfill", human=True, stream=stream)
@@ -88,8 +88,8 @@ def test_the_terminal_reporter_rewrites_one_live_line_and_clears_it():
 
 @pytest.mark.spark
 def test_spark_task_counts_are_shown_while_a_step_runs(spark, monkeypatch):
-    from ticdc_lakehouse import progress
-    from ticdc_lakehouse.progress import Reporter, spark_tasks
+    from ticdc_lakehouse.commands import progress
+    from ticdc_lakehouse.commands.progress import Reporter, spark_tasks
 
     def slow(x):
         import time as t
@@ -113,7 +113,7 @@ def test_spark_task_counts_are_shown_while_a_step_runs(spark, monkeypatch):
 
 
 def test_summary_names_what_stopped_and_what_to_do():
-    from ticdc_lakehouse.summary import render_summary
+    from ticdc_lakehouse.commands.summary import render_summary
 
     text = render_summary({"merge": {
         "changefeed": "shop", "resolved_ts": 449016815353282561, "previous_resolved_ts": 0, "events_read": 0,

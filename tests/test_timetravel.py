@@ -6,8 +6,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from ticdc_lakehouse.state import Checkpoint
-from ticdc_lakehouse.timetravel import (
+from ticdc_lakehouse.runtime.state import Checkpoint
+from ticdc_lakehouse.commands.timetravel import (
     AsOfError,
     choose_cut,
     datetime_to_tso,

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from ticdc_lakehouse.archive_writer import write_archive
-from ticdc_lakehouse.model import DELETE, INSERT, UPDATE, DDLEvent, Position, ResolvedEvent, RowChange
+from ticdc_lakehouse.sim.archive_writer import write_archive
+from ticdc_lakehouse.core.model import DELETE, INSERT, UPDATE, DDLEvent, Position, ResolvedEvent, RowChange
 
 from tests.schema_registry_fixture import Producer, items_schemas, schema_registry  # noqa: F401 - pytest fixture
 
@@ -35,7 +35,7 @@ def row(table: str, ts: int, op: str, after, before, keys, types, offset: int, s
 
 
 def canal_archive(archive: Path, events, tidb_extension: bool = True, topic: str = "t") -> None:
-    from ticdc_lakehouse.encode.canal_json import CanalJsonEncoder
+    from ticdc_lakehouse.sim.encode.canal_json import CanalJsonEncoder
 
     encoder = CanalJsonEncoder(tidb_extension)
     records = [encoded for encoded in (encoder.encode(e) for e in events) if encoded is not None]
@@ -43,7 +43,7 @@ def canal_archive(archive: Path, events, tidb_extension: bool = True, topic: str
 
 
 def settings_with(tmp_path: Path, text: str):
-    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.runtime.config import load_settings
 
     (tmp_path / "none.toml").write_text(text)
     return load_settings()
@@ -51,14 +51,14 @@ def settings_with(tmp_path: Path, text: str):
 
 def backfill(settings, archive: Path, protocol: str, spark) -> dict:
     """The merge report of ``lakehouse backfill`` (``ok`` is what decides its exit code)."""
-    from ticdc_lakehouse.pipeline import backfill as run_backfill
+    from ticdc_lakehouse.commands.pipeline import backfill as run_backfill
 
     result = run_backfill(settings, archive, protocol=protocol, spark=spark)
     return {"ok": result["ok"], **result["merge"]}
 
 
 def halted_tables(settings, spark) -> list:
-    from ticdc_lakehouse.state import StateStore
+    from ticdc_lakehouse.runtime.state import StateStore
 
     return [h for h in StateStore(spark, settings.catalog_name).halted("default") if not h.resolution]
 
@@ -171,8 +171,8 @@ def test_a_debezium_row_of_every_type_lands_as_its_decoded_values(spark, lakehou
     ``source.commit_ts``, so ``resolved_ts = "none"``) lands as one row holding what the decoder read."""
     from ticdc_lakehouse.decode.common.go_text import to_float32
     from ticdc_lakehouse.decode.debezium import DebeziumDecoder
-    from ticdc_lakehouse.model import Message
-    from ticdc_lakehouse.workload import expected_value
+    from ticdc_lakehouse.core.model import Message
+    from ticdc_lakehouse.sim.workload import expected_value
 
     vectors = Path(__file__).resolve().parents[2] / "shared" / "ticdc-vectors" / "debezium"
     key, value = (vectors / "datatype.dbz.key.json").read_bytes(), (vectors / "datatype.dbz.json").read_bytes()
@@ -191,7 +191,7 @@ def test_a_debezium_row_of_every_type_lands_as_its_decoded_values(spark, lakehou
 
 
 def open_archive(archive: Path, events) -> None:
-    from ticdc_lakehouse.encode.open_protocol import OpenProtocolEncoder
+    from ticdc_lakehouse.sim.encode.open_protocol import OpenProtocolEncoder
 
     encoder = OpenProtocolEncoder()
     write_archive(archive, "t", {0: [(*encoder.encode(e), [], None) for e in events]})

@@ -26,8 +26,8 @@ from typing import Optional
 import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
-from ticdc_lakehouse.archive_writer import write_archive
-from ticdc_lakehouse.model import DELETE, INSERT, UPDATE, DDLEvent, Position, ResolvedEvent, RowChange
+from ticdc_lakehouse.sim.archive_writer import write_archive
+from ticdc_lakehouse.core.model import DELETE, INSERT, UPDATE, DDLEvent, Position, ResolvedEvent, RowChange
 
 MS = 1 << 18
 T0 = 1_710_000_000_000 * MS
@@ -151,11 +151,11 @@ def creates(up: Upstream) -> list:
 
 def write(up: Upstream, archive: Path, events: list) -> None:
     if up.protocol == "open":
-        from ticdc_lakehouse.encode.open_protocol import OpenProtocolEncoder
+        from ticdc_lakehouse.sim.encode.open_protocol import OpenProtocolEncoder
 
         encoded = [OpenProtocolEncoder().encode(e) for e in events]
     else:
-        from ticdc_lakehouse.encode.canal_json import CanalJsonEncoder
+        from ticdc_lakehouse.sim.encode.canal_json import CanalJsonEncoder
 
         encoder = CanalJsonEncoder(tidb_extension=up.protocol == "canal-json")
         encoded = [m for m in (encoder.encode(e) for e in events) if m is not None]
@@ -185,8 +185,8 @@ def expected(up: Upstream) -> dict[str, tuple[list[str], list[tuple]]]:
 @pytest.fixture
 def fresh(spark_session, tmp_path, monkeypatch):
     """A function giving a fresh deployment (home, catalog) for each hypothesis example."""
-    from ticdc_lakehouse.config import load_settings
-    from ticdc_lakehouse.spark_session import use_catalog
+    from ticdc_lakehouse.runtime.config import load_settings
+    from ticdc_lakehouse.runtime.spark_session import use_catalog
 
     def make(config: str):
         home = tmp_path / f"home{next(_homes)}"
@@ -206,7 +206,7 @@ def fresh(spark_session, tmp_path, monkeypatch):
            suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
 def test_the_lake_equals_the_upstream_tables_whatever_traps_the_stream_holds(spark_session, fresh, data):
-    from ticdc_lakehouse.pipeline import backfill
+    from ticdc_lakehouse.commands.pipeline import backfill
 
     up = Upstream(protocol=data.draw(st.sampled_from(["open", "canal-json", "canal-plain"]), label="protocol"),
                   key_only_deletes=data.draw(st.booleans(), label="key-only deletes"),

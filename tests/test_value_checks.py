@@ -7,14 +7,14 @@ import re
 
 import pytest
 
-from ticdc_lakehouse.column_defaults import UnknownDefault, existing_row_value
+from ticdc_lakehouse.core.column_defaults import UnknownDefault, existing_row_value
 from ticdc_lakehouse.decode.open_protocol import OpenProtocolDecoder, keep_negative_zero
-from ticdc_lakehouse.encode.open_protocol import OpenProtocolEncoder
+from ticdc_lakehouse.sim.encode.open_protocol import OpenProtocolEncoder
 from ticdc_lakehouse.iceberg.columns import TargetColumn
 from ticdc_lakehouse.merge.staged_stats import StatsFolder, finish
 from ticdc_lakehouse.merge.value_checks import decimal_pattern, value_problem_sql
-from ticdc_lakehouse.model import INSERT, Message, Position, RowChange
-from ticdc_lakehouse.mysql_types import iceberg_type, parse_type, widening
+from ticdc_lakehouse.core.model import INSERT, Message, Position, RowChange
+from ticdc_lakehouse.core.mysql_types import iceberg_type, parse_type, widening
 
 
 @pytest.mark.parametrize("text, fits", [

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from ticdc_lakehouse.archive_writer import write_archive
-from ticdc_lakehouse.encode.open_protocol import OpenProtocolEncoder
-from ticdc_lakehouse.model import DELETE, INSERT, UPDATE, DDLEvent, Position, ResolvedEvent, RowChange
+from ticdc_lakehouse.sim.archive_writer import write_archive
+from ticdc_lakehouse.sim.encode.open_protocol import OpenProtocolEncoder
+from ticdc_lakehouse.core.model import DELETE, INSERT, UPDATE, DDLEvent, Position, ResolvedEvent, RowChange
 
 ROOT = Path(__file__).resolve().parents[1]
-LAKEHOUSE = [sys.executable, "-m", "ticdc_lakehouse.cli"]
+LAKEHOUSE = [sys.executable, "-m", "ticdc_lakehouse.commands.cli"]
 AT = Position("ticdc-v", 0, 0)
 
 PRICES = {"id": "int", "amount": "decimal(5,2)", "f": "double", "fl": "float"}
@@ -196,9 +196,9 @@ def test_open_protocol_keeps_the_sign_of_negative_zero(lake):
 def test_in_hold_mode_a_bad_value_halts_its_table_there_and_the_others_go_on(spark, settings, tmp_path, monkeypatch):
     """``merge.on_undecodable = "hold"``: a value that does not fit is not skipped: its table stops just below it
     (what precedes it is applied), the halt names the message and the reason, and the other tables go on."""
-    from ticdc_lakehouse.config import load_settings
-    from ticdc_lakehouse.pipeline import backfill, skip_message
-    from ticdc_lakehouse.state import StateStore
+    from ticdc_lakehouse.runtime.config import load_settings
+    from ticdc_lakehouse.commands.pipeline import backfill, skip_message
+    from ticdc_lakehouse.runtime.state import StateStore
 
     monkeypatch.setenv("LAKEHOUSE__MERGE__ON_UNDECODABLE", "hold")
     held = load_settings()

@@ -12,7 +12,7 @@
 - :mod:`.pools`: the per-changefeed merge pools (``airflow pools import``);
 - :mod:`.env`: ``AIRFLOW_HOME`` under ``LAKEHOUSE_HOME`` (standard library only).
 
-The operators are thin: each calls one ``ticdc_lakehouse.pipeline`` (or ``maintenance``) function, so a DAG run and
+The operators are thin: each calls one ``ticdc_lakehouse.commands.pipeline`` (or ``maintenance``) function, so a DAG run and
 the ``lakehouse`` CLI do exactly the same work. Nothing heavy (pyspark, confluent_kafka) is imported here or by
 the DAG files at parse time.
 """

@@ -25,7 +25,7 @@ PLUGINS_FOLDER = PROJECT_ROOT / "plugins"
 
 
 def lakehouse_home(environ: Optional[Mapping[str, str]] = None) -> Path:
-    """``LAKEHOUSE_HOME`` resolved exactly as ``ticdc_lakehouse.config.load_settings`` resolves it."""
+    """``LAKEHOUSE_HOME`` resolved exactly as ``ticdc_lakehouse.runtime.config.load_settings`` resolves it."""
     environ = os.environ if environ is None else environ
     return Path(environ.get("LAKEHOUSE_HOME") or "./.lakehouse").expanduser().resolve()
 

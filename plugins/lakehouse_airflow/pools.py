@@ -1,6 +1,6 @@
 """One Airflow pool per changefeed, one slot: merges (and maintenance) of a changefeed queue instead of colliding.
 
-The merge itself takes the changefeed's lock (``ticdc_lakehouse.locks``), which is the real guarantee -- it also
+The merge itself takes the changefeed's lock (``ticdc_lakehouse.runtime.locks``), which is the real guarantee -- it also
 covers the CLI and other Airflow deployments. The pool makes Airflow aware of it: a second merge waits in the
 queue rather than starting, failing with ``LockBusy`` and spending a retry.
 
@@ -46,7 +46,7 @@ def pool_definitions(settings) -> dict[str, dict[str, Any]]:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.runtime.config import load_settings
 
     args = list(sys.argv[1:] if argv is None else argv)
     text = json.dumps(pool_definitions(load_settings()), indent=2)

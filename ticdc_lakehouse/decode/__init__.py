@@ -1,4 +1,4 @@
-"""Protocol decoders: Kafka messages in, ``ticdc_lakehouse.model`` events out.
+"""Protocol decoders: Kafka messages in, ``ticdc_lakehouse.core.model`` events out.
 
 Every decoder is a small class with one method, ``decode(message) -> list[Event]``. ``decode_safely`` wraps it so
 that no input can crash the pipeline: whatever goes wrong becomes a ``DecodeFailure`` naming topic, partition,
@@ -13,7 +13,7 @@ from typing import Any, Optional, Protocol
 
 from ticdc_lakehouse.decode.large_messages import LargeMessageOptions
 from ticdc_lakehouse.decode.protocols import PROTOCOLS, PROTOCOLS_WITH_RESOLVED_TS, spec_of
-from ticdc_lakehouse.model import DecodeError, DecodeFailure, Event, Message, SourceUnavailable
+from ticdc_lakehouse.core.model import DecodeError, DecodeFailure, Event, Message, SourceUnavailable
 
 __all__ = [
     "PROTOCOLS", "PROTOCOLS_WITH_RESOLVED_TS", "Decoder", "DecoderOptions", "decode_safely", "make_decoder",

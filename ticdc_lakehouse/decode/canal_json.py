@@ -33,7 +33,7 @@ from ticdc_lakehouse.decode.common.converters import Converter, canonical_row, s
 from ticdc_lakehouse.decode.common.ddl_kind import classify_query, schema_of_schema_ddl
 from ticdc_lakehouse.decode.common.type_text import base_type, is_binary_descriptor, normalize_descriptor
 from ticdc_lakehouse.decode.large_messages import LargeMessages
-from ticdc_lakehouse.model import (
+from ticdc_lakehouse.core.model import (
     DELETE,
     INSERT,
     UPDATE,
@@ -44,7 +44,7 @@ from ticdc_lakehouse.model import (
     ResolvedEvent,
     RowChange,
 )
-from ticdc_lakehouse.values import from_bytes
+from ticdc_lakehouse.core.values import from_bytes
 
 WATERMARK_TYPE = "TIDB_WATERMARK"
 DML_OPS = {"INSERT": INSERT, "UPDATE": UPDATE, "DELETE": DELETE}

@@ -42,7 +42,7 @@ from ticdc_lakehouse.decode.common.ddl_kind import OTHER, classify_query
 from ticdc_lakehouse.decode.common.positions import make_position
 from ticdc_lakehouse.decode.common.tidb_ddl_actions import ddl_type_for_action
 from ticdc_lakehouse.decode.common.type_text import build_descriptor, split_escaped_members
-from ticdc_lakehouse.model import (
+from ticdc_lakehouse.core.model import (
     DELETE,
     INSERT,
     UPDATE,
@@ -54,7 +54,7 @@ from ticdc_lakehouse.model import (
     RowChange,
     SourceUnavailable,
 )
-from ticdc_lakehouse.values import from_bytes, from_decimal
+from ticdc_lakehouse.core.values import from_bytes, from_decimal
 
 MAGIC_BYTE = 0x00
 DDL_BYTE = 0x01
@@ -120,7 +120,7 @@ def registry_failure(schema_id: int, exc: Exception, url: Optional[str]) -> Exce
 
     if isinstance(exc, SchemaRegistryError) and exc.http_status_code == 404:
         return DecodeError(f"avro: schema id {schema_id} is not in the schema registry: {exc}")
-    from ticdc_lakehouse.redaction import mask_uri_password
+    from ticdc_lakehouse.core.redaction import mask_uri_password
 
     return SourceUnavailable(mask_uri_password(
         f"avro: the schema registry at {url} could not be asked for schema id {schema_id} "

@@ -58,14 +58,14 @@ import struct
 from itertools import accumulate
 from typing import Any, Callable, Optional
 
-from ticdc_lakehouse import model
+from ticdc_lakehouse.core import model
 from ticdc_lakehouse.decode.common import mysql_type_codes as type_codes
 from ticdc_lakehouse.decode.common.canonical_text import decimal_text
 from ticdc_lakehouse.decode.common.go_text import float32_repr
 from ticdc_lakehouse.decode.common.mysql_type_codes import FLAG_HANDLE_KEY, descriptor
 from ticdc_lakehouse.decode.common.positions import make_position
 from ticdc_lakehouse.decode.common.tidb_ddl_actions import ddl_type_for_action
-from ticdc_lakehouse.model import (
+from ticdc_lakehouse.core.model import (
     DELETE,
     INSERT,
     UPDATE,

@@ -47,7 +47,7 @@ from ticdc_lakehouse.decode.common.type_text import (
     quote_elements,
     split_escaped_members,
 )
-from ticdc_lakehouse.model import (
+from ticdc_lakehouse.core.model import (
     DELETE,
     INSERT,
     UPDATE,
@@ -61,7 +61,7 @@ from ticdc_lakehouse.model import (
     RowChange,
     TableSchema,
 )
-from ticdc_lakehouse.values import from_decimal
+from ticdc_lakehouse.core.values import from_decimal
 
 ROW_OPS = {"c": INSERT, "r": INSERT, "u": UPDATE, "d": DELETE}
 PHYSICAL_SHIFT = 18

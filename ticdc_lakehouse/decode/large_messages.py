@@ -30,8 +30,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
-from ticdc_lakehouse.model import DecodeError, SourceUnavailable
-from ticdc_lakehouse.redaction import mask_uri_password
+from ticdc_lakehouse.core.model import DecodeError, SourceUnavailable
+from ticdc_lakehouse.core.redaction import mask_uri_password
 
 #: TiCDC's ``large-message-handle-compression`` values
 COMPRESSIONS = ("none", "snappy", "lz4")

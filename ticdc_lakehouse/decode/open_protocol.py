@@ -47,7 +47,7 @@ import msgspec
 
 from orjson import JSONDecodeError, loads
 
-from ticdc_lakehouse import model
+from ticdc_lakehouse.core import model
 from ticdc_lakehouse.decode.common.canonical_text import decimal_text, is_plain_decimal
 from ticdc_lakehouse.decode.common.go_text import float32_repr, go_unquote
 from ticdc_lakehouse.decode.common.mysql_type_codes import (
@@ -70,7 +70,7 @@ from ticdc_lakehouse.decode.common.mysql_type_codes import (
 from ticdc_lakehouse.decode.common.positions import make_position
 from ticdc_lakehouse.decode.common.tidb_ddl_actions import ddl_type_for_action
 from ticdc_lakehouse.decode.large_messages import LargeMessages
-from ticdc_lakehouse.model import DecodeError, DDLEvent, Message, ResolvedEvent, RowChange
+from ticdc_lakehouse.core.model import DecodeError, DDLEvent, Message, ResolvedEvent, RowChange
 
 BATCH_VERSION = 1
 MESSAGE_ROW = 1

@@ -54,7 +54,7 @@ def _load(target: str) -> type:
 
 
 _DECODE = "ticdc_lakehouse.decode."
-_ENCODE = "ticdc_lakehouse.encode."
+_ENCODE = "ticdc_lakehouse.sim.encode."
 
 SPECS: tuple[ProtocolSpec, ...] = (
     ProtocolSpec("open", "Open Protocol", _DECODE + "open_protocol:OpenProtocolDecoder",

@@ -61,7 +61,7 @@ from ticdc_lakehouse.decode.common.type_text import (
     is_float32_exact,
 )
 from ticdc_lakehouse.decode.large_messages import LargeMessages
-from ticdc_lakehouse.model import (
+from ticdc_lakehouse.core.model import (
     DELETE,
     INSERT,
     UPDATE,
@@ -75,7 +75,7 @@ from ticdc_lakehouse.model import (
     RowChange,
     TableSchema,
 )
-from ticdc_lakehouse.values import from_bytes
+from ticdc_lakehouse.core.values import from_bytes
 
 SCHEMA_FILE = Path(__file__).with_name("simple_message.avsc")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ticdc_lakehouse.mysql_types import parse_type
+from ticdc_lakehouse.core.mysql_types import parse_type
 
 
 @dataclass(frozen=True)

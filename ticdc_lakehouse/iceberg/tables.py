@@ -12,8 +12,8 @@ from typing import Iterable, Mapping, Optional, Sequence
 
 from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY, JavaIceberg, watermark_of
 from ticdc_lakehouse.iceberg.columns import TargetColumn
-from ticdc_lakehouse.model import ColumnSchema, TableSchema
-from ticdc_lakehouse.mysql_types import MySQLType, column_doc, iceberg_type, parse_type, type_from_doc
+from ticdc_lakehouse.core.model import ColumnSchema, TableSchema
+from ticdc_lakehouse.core.mysql_types import MySQLType, column_doc, iceberg_type, parse_type, type_from_doc
 
 CHANGEFEED_PROPERTY = "tidb.changefeed"
 #: the snapshot summary entry telling where a table's definition came from (row-types, bootstrap, ddl-file)

@@ -30,8 +30,8 @@ from typing import Any, Optional, Sequence
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, TopicPartition
 
-from ..config import ChangefeedConfig
-from ..redaction import mask_secrets, mask_uri_password
+from ticdc_lakehouse.runtime.config import ChangefeedConfig
+from ticdc_lakehouse.core.redaction import mask_secrets, mask_uri_password
 from .errors import DataLossError, LandingError, LandingTimeoutError
 from .lock import landing_lock
 from .progress import DataLoss, LandingReport, PartitionLanding, ProgressFn, notify

@@ -32,7 +32,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping, Optional, Protocol, Union
 
-from ticdc_lakehouse.faults import fault_point
+from ticdc_lakehouse.runtime.faults import fault_point
 
 TMP_SUFFIX = ".tmp"
 S3_SCHEMES = ("s3://", "s3a://", "s3n://")

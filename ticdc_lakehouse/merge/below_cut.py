@@ -33,11 +33,11 @@ from pyspark.sql import functions as F
 
 from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY
 from ticdc_lakehouse.iceberg.tables import describe
-from ticdc_lakehouse.local_frame import local_frame
+from ticdc_lakehouse.runtime.local_frame import local_frame
 from ticdc_lakehouse.merge.changes import PRESENT, split_key_changes, typed_value
 from ticdc_lakehouse.merge.plan import PartitionKey, TableKey, table_key
-from ticdc_lakehouse.model import DELETE
-from ticdc_lakehouse.sql_names import qualified, quote
+from ticdc_lakehouse.core.model import DELETE
+from ticdc_lakehouse.core.sql_names import qualified, quote
 
 REPLAY = "replay"
 LATE = "late"

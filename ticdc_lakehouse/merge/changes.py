@@ -20,8 +20,8 @@ from pyspark.sql.window import Window
 from ticdc_lakehouse.iceberg.columns import TargetColumn, mysql_base
 from ticdc_lakehouse.merge.table_events import table_rows
 from ticdc_lakehouse.merge.value_checks import guarded, raw_sql, try_cast_sql, value_problem
-from ticdc_lakehouse.model import DELETE, UPDATE
-from ticdc_lakehouse.sql_names import sql_string
+from ticdc_lakehouse.core.model import DELETE, UPDATE
+from ticdc_lakehouse.core.sql_names import sql_string
 
 OP = "_op"
 PRESENT = "_present_"  # prefix of the per-column "value was sent" flags

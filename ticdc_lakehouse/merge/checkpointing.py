@@ -11,11 +11,11 @@ from typing import Callable, Iterable, Optional
 
 from pyspark.sql import functions as F
 
-from ticdc_lakehouse.faults import fault_point
+from ticdc_lakehouse.runtime.faults import fault_point
 from ticdc_lakehouse.merge.plan import PartitionKey, restart_offsets, unapplied_with_holds
 from ticdc_lakehouse.merge.run_state import CutPlan, DecodedRun, RunContext
-from ticdc_lakehouse.state import Checkpoint
-from ticdc_lakehouse.timetravel import tag_cut
+from ticdc_lakehouse.runtime.state import Checkpoint
+from ticdc_lakehouse.commands.timetravel import tag_cut
 
 
 def write_checkpoint(ctx: RunContext, run: DecodedRun, cut: CutPlan, tables: Iterable[str],

@@ -17,11 +17,11 @@ from pyspark.accumulators import Accumulator
 from pyspark.sql import functions as F
 
 from ticdc_lakehouse.decode import DecoderOptions, decode_safely, make_decoder
-from ticdc_lakehouse.events_arrow import EVENT_ARROW_SCHEMA, EVENT_SPARK_SCHEMA, events_to_batch
+from ticdc_lakehouse.core.events_arrow import EVENT_ARROW_SCHEMA, EVENT_SPARK_SCHEMA, events_to_batch
 from ticdc_lakehouse.landing.segments import LANDED_SCHEMA, LANDED_SPARK_SCHEMA
 from ticdc_lakehouse.landing.storage import Location, ObjectPath, storage_of
 from ticdc_lakehouse.merge.staged_stats import StatsFolder, StatsPart, StatsParam
-from ticdc_lakehouse.model import Message, SourceUnavailable
+from ticdc_lakehouse.core.model import Message, SourceUnavailable
 
 #: decoded events per output batch: bounds executor memory whatever the segment size
 OUTPUT_BATCH_EVENTS = 4096

@@ -30,16 +30,17 @@ from typing import Callable, Optional
 
 from pyspark import StorageLevel
 
-from ticdc_lakehouse.config import Settings
+from ticdc_lakehouse.runtime.config import Settings
 from ticdc_lakehouse.decode import DecoderOptions
 from ticdc_lakehouse.decode.protocols import PROTOCOLS_WITH_MISSING_TS, resolved_ts_sink_option, uses_resolved_ts
-from ticdc_lakehouse.faults import fault_point
+from ticdc_lakehouse.runtime.faults import fault_point
 from ticdc_lakehouse.iceberg.commit import callback_session, ensure_callback_server
 from ticdc_lakehouse.iceberg.java_api import JavaIceberg
 from ticdc_lakehouse.landing.quarantine import SegmentQuarantined, check_landed, quarantine, unreadable_segment_in
 from ticdc_lakehouse.landing.segments import known_partitions, landed_topics, list_segments
-from ticdc_lakehouse.locks import changefeed_lock, driver_lock
-from ticdc_lakehouse.merge import ddl_apply, table_work
+from ticdc_lakehouse.runtime.locks import changefeed_lock, driver_lock
+from ticdc_lakehouse.merge import table_work
+from ticdc_lakehouse.merge.ddl import apply as ddl_apply
 from ticdc_lakehouse.merge.below_cut import find_and_record
 from ticdc_lakehouse.merge.checkpointing import write_checkpoint
 from ticdc_lakehouse.merge.decode_stage import decode_landed, source_unavailable_in, stats_accumulator
@@ -49,8 +50,8 @@ from ticdc_lakehouse.merge.plan import RunPlan, table_key
 from ticdc_lakehouse.merge.planning import plan_cut, record_dead_letters
 from ticdc_lakehouse.merge.run_state import DecodedRun, MergeReport, RunContext
 from ticdc_lakehouse.merge.staged_stats import finish
-from ticdc_lakehouse.progress import spark_tasks
-from ticdc_lakehouse.state import HaltedTable, StateStore
+from ticdc_lakehouse.commands.progress import spark_tasks
+from ticdc_lakehouse.runtime.state import HaltedTable, StateStore
 
 __all__ = ["MergeReport", "flush_concurrently", "no_resolved_hint", "run_merge", "uses_resolved_ts"]
 

@@ -23,12 +23,12 @@ import uuid
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
-from ticdc_lakehouse.faults import fault_point
+from ticdc_lakehouse.runtime.faults import fault_point
 from ticdc_lakehouse.iceberg.commit import run_with_snapshot_properties
 from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY, JavaIceberg, watermark_of
 from ticdc_lakehouse.iceberg.tables import TargetTable
 from ticdc_lakehouse.merge.changes import OP, PRESENT, change_set, partial_positions
-from ticdc_lakehouse.sql_names import qualified, quote
+from ticdc_lakehouse.core.sql_names import qualified, quote
 
 _view_ids = itertools.count()
 

@@ -38,7 +38,7 @@ from pyspark.sql.window import Window
 from ticdc_lakehouse.iceberg.columns import TargetColumn
 from ticdc_lakehouse.merge.changes import OP, typed_value
 from ticdc_lakehouse.merge.table_events import table_rows
-from ticdc_lakehouse.model import DELETE, INSERT
+from ticdc_lakehouse.core.model import DELETE, INSERT
 
 DELTA = "_delta"
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Optional
 
-from ticdc_lakehouse.model import DDLEvent, TableSchema
+from ticdc_lakehouse.core.model import DDLEvent, TableSchema
 
 PartitionKey = tuple[str, int]
 TableKey = tuple[str, str]

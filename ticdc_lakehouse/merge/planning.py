@@ -12,8 +12,8 @@ from typing import Callable, Mapping
 
 from pyspark.sql import functions as F
 
-from ticdc_lakehouse.config import Settings
-from ticdc_lakehouse.local_frame import local_frame
+from ticdc_lakehouse.runtime.config import Settings
+from ticdc_lakehouse.runtime.local_frame import local_frame
 from ticdc_lakehouse.merge.plan import (
     PartitionKey,
     RunPlan,
@@ -25,7 +25,7 @@ from ticdc_lakehouse.merge.plan import (
     resolved_before_holds,
 )
 from ticdc_lakehouse.merge.run_state import CutPlan, DecodedRun, MergeReport, holding
-from ticdc_lakehouse.state import StateStore
+from ticdc_lakehouse.runtime.state import StateStore
 
 
 def plan_cut(settings: Settings, state: StateStore, run: DecodedRun, resolved_mode: bool, report: MergeReport,

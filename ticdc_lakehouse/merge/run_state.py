@@ -11,12 +11,12 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ticdc_lakehouse.config import Settings
+from ticdc_lakehouse.runtime.config import Settings
 from ticdc_lakehouse.iceberg.java_api import JavaIceberg
 from ticdc_lakehouse.iceberg.tables import TargetTable, describe
 from ticdc_lakehouse.merge.plan import PartitionKey, RunPlan, TableKey, table_key
 from ticdc_lakehouse.merge.staged_stats import StagedStats, TableStats
-from ticdc_lakehouse.state import Checkpoint, StateStore
+from ticdc_lakehouse.runtime.state import Checkpoint, StateStore
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from typing import Iterable, Optional
 from pyspark.accumulators import AccumulatorParam
 
 from ticdc_lakehouse.merge.plan import DDLRecord, PartitionKey, TableKey, table_key
-from ticdc_lakehouse.model import DDLEvent, DecodeFailure, Event, ResolvedEvent, RowChange
+from ticdc_lakehouse.core.model import DDLEvent, DecodeFailure, Event, ResolvedEvent, RowChange
 
 #: a DDL's Kafka position (topic, partition, offset, seq): the same DDL from a re-run task is the same key
 DDLPosition = tuple[str, int, int, int]

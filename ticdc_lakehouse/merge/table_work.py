@@ -20,8 +20,8 @@ from ticdc_lakehouse.merge.plan import TableKey, table_key
 from ticdc_lakehouse.merge.run_state import RunContext, holding
 from ticdc_lakehouse.merge.staged_stats import TableStats, columns_sent
 from ticdc_lakehouse.merge.value_checks import is_invalid_value_failure, reason_of, set_aside_invalid
-from ticdc_lakehouse.model import TableSchema
-from ticdc_lakehouse.mysql_types import column_doc, iceberg_type, parse_type
+from ticdc_lakehouse.core.model import TableSchema
+from ticdc_lakehouse.core.mysql_types import column_doc, iceberg_type, parse_type
 
 log = logging.getLogger(__name__)
 

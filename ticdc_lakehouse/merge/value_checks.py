@@ -26,8 +26,8 @@ from pyspark.sql import functions as F
 
 from ticdc_lakehouse.iceberg.columns import TargetColumn, mysql_base
 from ticdc_lakehouse.merge.table_events import table_rows
-from ticdc_lakehouse.mysql_types import iceberg_type, parse_type
-from ticdc_lakehouse.sql_names import sql_string
+from ticdc_lakehouse.core.mysql_types import iceberg_type, parse_type
+from ticdc_lakehouse.core.sql_names import sql_string
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""``LakehouseHook``: the deployment's :class:`~ticdc_lakehouse.config.Settings` as Airflow sees them, and the
+"""``LakehouseHook``: the deployment's :class:`~ticdc_lakehouse.runtime.config.Settings` as Airflow sees them, and the
 reads every lakehouse task shares (a changefeed's name, a table's cut, Kafka lag).
 
 Why a hook: Airflow keeps secrets in connections (or a secrets backend), the project keeps them in the
@@ -157,7 +157,7 @@ class LakehouseHook(BaseHook):
             conn = self._optional_connection(schema_registry_conn_id(changefeed))
             if conn is not None:
                 env.update(schema_registry_overrides(changefeed, conn))
-        from ticdc_lakehouse.redaction import is_secret_key
+        from ticdc_lakehouse.core.redaction import is_secret_key
 
         for key, value in env.items():
             if is_secret_key(key):
@@ -166,7 +166,7 @@ class LakehouseHook(BaseHook):
 
     def get_settings(self, changefeed: Optional[str] = None):
         """The Settings a task of ``changefeed`` works with; secrets are registered with the log masker."""
-        from ticdc_lakehouse.config import load_settings
+        from ticdc_lakehouse.runtime.config import load_settings
 
         base = os.environ if self.environ is None else self.environ
         settings = load_settings(self.config_file, env={**base, **self.env_overrides(changefeed)})
@@ -216,7 +216,7 @@ def table_watermark(settings, table: str) -> int:
     ancestry is walked back to the newest snapshot that has one (as ``iceberg.java_api.watermark_of`` does in
     the JVM)."""
     from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY
-    from ticdc_lakehouse.spark_session import pyiceberg_catalog
+    from ticdc_lakehouse.runtime.spark_session import pyiceberg_catalog
 
     metadata = pyiceberg_catalog(settings).load_table(table).metadata
     snapshot = metadata.current_snapshot()
@@ -260,6 +260,6 @@ def kafka_lag(changefeed, landing_root, timeout_s: float = 10.0,
 
 
 def _is_secret(key: str) -> bool:
-    from ticdc_lakehouse.redaction import is_secret_key
+    from ticdc_lakehouse.core.redaction import is_secret_key
 
     return is_secret_key(key)

@@ -37,8 +37,8 @@ def submit_plan(settings, app_name: str) -> dict[str, Any]:
     The catalog password (and any other secret-looking Spark setting) is left out of ``--conf``: the job
     resolves the same Settings from its environment and ``get_spark`` sets them inside the driver.
     """
-    from ticdc_lakehouse.redaction import is_secret_key
-    from ticdc_lakehouse.spark_session import session_plan
+    from ticdc_lakehouse.core.redaction import is_secret_key
+    from ticdc_lakehouse.runtime.spark_session import session_plan
 
     plan = session_plan(settings, app_name)
     conf = {key: value for key, value in plan.conf.items() if not is_secret_key(key)}

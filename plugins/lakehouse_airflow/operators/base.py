@@ -1,7 +1,7 @@
 """What every lakehouse task shares: its connection and config file, the Settings through ``LakehouseHook``, and
 its OpenLineage report.
 
-Each operator is a thin shell around one ``ticdc_lakehouse.pipeline`` (or ``maintenance``) function: it resolves
+Each operator is a thin shell around one ``ticdc_lakehouse.commands.pipeline`` (or ``maintenance``) function: it resolves
 the Settings, calls the function with the task log as progress callback and returns the function's JSON result as
 XCom. Failures that a retry cannot fix (data lost to retention, a corrupt archive, a table halted at a DDL) raise
 ``AirflowFailException`` so the task fails at once instead of burning its retries; everything else (broker

@@ -42,7 +42,7 @@ class LandChangefeedOperator(LakehouseBaseOperator):
 
     def execute(self, context) -> dict[str, Any]:
         from ticdc_lakehouse.landing.errors import DataLossError
-        from ticdc_lakehouse.pipeline import land
+        from ticdc_lakehouse.commands.pipeline import land
 
         settings, name = self.resolve()
         if self.topics:

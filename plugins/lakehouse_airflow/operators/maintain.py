@@ -1,4 +1,4 @@
-"""``MaintainOperator``: Iceberg maintenance of a changefeed's tables (``ticdc_lakehouse.maintenance.maintain``)."""
+"""``MaintainOperator``: Iceberg maintenance of a changefeed's tables (``ticdc_lakehouse.commands.maintenance.maintain``)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ class MaintainOperator(LakehouseBaseOperator):
         self.dry_run = dry_run
 
     def execute(self, context) -> dict[str, Any]:
-        from ticdc_lakehouse.maintenance import maintain
+        from ticdc_lakehouse.commands.maintenance import maintain
 
         settings, name = self.resolve()
         dry_run = self.dry_run if isinstance(self.dry_run, bool) else str(self.dry_run).lower() in ("1", "true")

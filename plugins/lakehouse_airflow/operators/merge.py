@@ -30,12 +30,12 @@ class MergeChangefeedOperator(LakehouseBaseOperator, SparkSubmitOperator):
 
     ``spark.submit`` in the config chooses how (``submit`` overrides it per task):
 
-    - ``"in-process"`` (default): ``ticdc_lakehouse.pipeline.merge`` with a local Spark session in the task;
+    - ``"in-process"`` (default): ``ticdc_lakehouse.commands.pipeline.merge`` with a local Spark session in the task;
     - ``"spark-submit"``: the provider's spark-submit (this class *is* a ``SparkSubmitOperator``) runs
       ``spark_jobs/merge_job.py`` against ``spark.master`` with the jars and conf of ``spark_plan``; the job
       writes its result to a file the task reads back, so XCom is the same in both modes.
 
-    Either way the merge takes the changefeed's lock (``ticdc_lakehouse.locks``): a second merge of the same
+    Either way the merge takes the changefeed's lock (``ticdc_lakehouse.runtime.locks``): a second merge of the same
     changefeed -- from another DAG, a backfill or the CLI -- fails fast with ``LockBusy`` and is retried. A wrong
     protocol or an unwritable catalog fails at once, in one line, before any Spark starts. XCom: the merge result.
 
@@ -66,7 +66,7 @@ class MergeChangefeedOperator(LakehouseBaseOperator, SparkSubmitOperator):
         hook = self.lakehouse_hook()
         settings, name = hook.resolve(self.changefeed)
         protocol = text_or_none(self.protocol)
-        from ticdc_lakehouse.preflight import PreflightError, preflight
+        from ticdc_lakehouse.commands.preflight import PreflightError, preflight
 
         try:  # a wrong protocol or an unwritable catalog path: retrying cannot fix it, fail now in one line
             preflight(settings, name, protocol, protocol_given_as=f"task {self.task_id}: protocol")
@@ -74,7 +74,7 @@ class MergeChangefeedOperator(LakehouseBaseOperator, SparkSubmitOperator):
             raise AirflowFailException(str(exc)) from None
         mode = self.submit or settings.spark.submit
         if mode == IN_PROCESS:
-            from ticdc_lakehouse.pipeline import merge
+            from ticdc_lakehouse.commands.pipeline import merge
 
             result = merge(settings, name, protocol, self._stop_ts(), progress=self.log.info)
         elif mode == SPARK_SUBMIT:

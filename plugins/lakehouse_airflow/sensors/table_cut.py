@@ -22,7 +22,7 @@ from lakehouse_airflow.triggers.table_cut import TableCutTrigger
 def target_tso(min_ts: Any, min_time: Any) -> int:
     """The TSO to wait for: ``min_ts`` as given, else the TSO of ``min_time`` (a datetime or ISO-8601 text;
     without a zone it is UTC)."""
-    from ticdc_lakehouse.timetravel import datetime_to_tso
+    from ticdc_lakehouse.commands.timetravel import datetime_to_tso
 
     if min_ts not in (None, "", "None"):
         return int(min_ts)

@@ -8,7 +8,7 @@ looking like a number.
 
 from __future__ import annotations
 
-from ticdc_lakehouse.values import from_decimal
+from ticdc_lakehouse.core.values import from_decimal
 
 
 def is_plain_decimal(text: str) -> bool:

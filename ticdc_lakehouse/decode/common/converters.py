@@ -1,6 +1,6 @@
 """Value converters more than one protocol needs: wire values -> the model's canonical text.
 
-A converter takes a non-null wire value and returns its canonical string (see ``ticdc_lakehouse.values``). The
+A converter takes a non-null wire value and returns its canonical string (see ``ticdc_lakehouse.core.values``). The
 typed ones here handle the one wire type their column type arrives as and hand anything else to the protocol's
 own fallback, which knows that protocol's other value forms and names it in its errors.
 """

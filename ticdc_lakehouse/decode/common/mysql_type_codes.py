@@ -6,7 +6,7 @@ TEXT from BLOB or CHAR from BINARY: the ``BinaryFlag`` (charset ``binary``) does
 INT UNSIGNED: the ``UnsignedFlag`` does. This module is the one place that knows those rules, so the decoders
 (descriptor from code + flags) and the encoders (code + flags from a descriptor) cannot drift apart.
 
-Descriptors follow ``ticdc_lakehouse.model``: lower-case SQL type text. Neither protocol carries lengths,
+Descriptors follow ``ticdc_lakehouse.core.model``: lower-case SQL type text. Neither protocol carries lengths,
 precision or ENUM/SET elements, so decoded descriptors are bare (``"decimal"``, ``"enum"``, ``"varchar"``) and a
 bare ``enum``/``set`` means the value is the 1-based index / the bitmask.
 """

@@ -7,7 +7,7 @@ equality and hash) in less than half the time, which decoders feel: they build o
 
 from __future__ import annotations
 
-from ticdc_lakehouse.model import Position
+from ticdc_lakehouse.core.model import Position
 
 
 def make_position(topic: str, partition: int, offset: int, seq: int,

@@ -1,7 +1,7 @@
 """Small helpers shared by the Simple, Canal-JSON, Debezium and Confluent Avro decoders.
 
-They build and normalize MySQL type descriptors (see ``ticdc_lakehouse.model``) and produce canonical value strings
-(see ``ticdc_lakehouse.values``) for the few wire forms that are not canonical already. Everything here is called
+They build and normalize MySQL type descriptors (see ``ticdc_lakehouse.core.model``) and produce canonical value strings
+(see ``ticdc_lakehouse.core.values``) for the few wire forms that are not canonical already. Everything here is called
 once per column schema, or per value only for the types that need it (floats, bits), so it stays cheap.
 """
 
@@ -12,7 +12,7 @@ import struct
 from decimal import Decimal
 from typing import Iterable, Optional
 
-from ticdc_lakehouse.model import TableSchema
+from ticdc_lakehouse.core.model import TableSchema
 
 UINT64_MASK = 0xFFFFFFFFFFFFFFFF
 

@@ -1,7 +1,7 @@
 """The decoded-event stream as one fixed Arrow/Spark schema.
 
 Decoding runs in Spark executors (``mapInArrow``) and must emit one schema whatever the upstream tables look like,
-so row values are a ``map<string,string>`` of canonical strings (see ``ticdc_lakehouse.values``) and are typed later,
+so row values are a ``map<string,string>`` of canonical strings (see ``ticdc_lakehouse.core.values``) and are typed later,
 per table, by the target Iceberg column types. DDL, resolved and failure events share the same record.
 
 A row's column types and key columns are not in the record: the planner gets them from the decode tasks' own
@@ -19,7 +19,7 @@ from typing import Iterable, Optional
 
 import pyarrow as pa
 
-from ticdc_lakehouse.model import UPDATE, DDLEvent, DecodeFailure, Event, ResolvedEvent, RowChange, TableSchema
+from ticdc_lakehouse.core.model import UPDATE, DDLEvent, DecodeFailure, Event, ResolvedEvent, RowChange, TableSchema
 
 KIND_ROW = "row"
 KIND_DDL = "ddl"

@@ -3,7 +3,7 @@
 The merge job never looks at a protocol again: it sees ``RowChange``, ``DDLEvent``, ``ResolvedEvent`` and
 ``DecodeFailure``, each carrying the Kafka position it came from.
 
-Column values travel as **canonical strings** (see ``ticdc_lakehouse.values``): exact for DECIMAL and BIGINT
+Column values travel as **canonical strings** (see ``ticdc_lakehouse.core.values``): exact for DECIMAL and BIGINT
 UNSIGNED, base64 for binary, ISO-like for temporal types. They are typed once, in Spark executors, by the target
 Iceberg column type. That keeps the decoded stream one fixed Arrow schema whatever the tables look like, and it
 never passes a value through a float.

@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from ticdc_lakehouse.config import load_settings
+from ticdc_lakehouse.runtime.config import load_settings
 from ticdc_lakehouse.decode.protocols import ENCODABLE
-from ticdc_lakehouse.preflight import PreflightError, preflight
+from ticdc_lakehouse.commands.preflight import PreflightError, preflight
 
 
 def _settings(args: argparse.Namespace):
@@ -26,7 +26,7 @@ def _settings(args: argparse.Namespace):
 def _progress(args: argparse.Namespace):
     """Progress for people on a terminal (with Spark task counts); one JSON object per line (for log collectors)
     when stderr is not a terminal or ``--format json`` was asked for."""
-    from ticdc_lakehouse.progress import Reporter
+    from ticdc_lakehouse.commands.progress import Reporter
 
     return Reporter(args.command, human=sys.stderr.isatty() and _format(args) != "json")
 
@@ -43,15 +43,15 @@ def _print_result(args: argparse.Namespace, result: dict) -> None:
     if _format(args) == "json":
         print(json.dumps(result, default=str, indent=2))
     else:
-        from ticdc_lakehouse.summary import render_summary
+        from ticdc_lakehouse.commands.summary import render_summary
 
         print(render_summary(result))
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
-    from ticdc_lakehouse.output import json_lines, table_text
-    from ticdc_lakehouse.spark_session import get_spark
-    from ticdc_lakehouse.timetravel import AsOfError, as_of_sql, datetime_to_tso, parse_time
+    from ticdc_lakehouse.commands.output import json_lines, table_text
+    from ticdc_lakehouse.runtime.spark_session import get_spark
+    from ticdc_lakehouse.commands.timetravel import AsOfError, as_of_sql, datetime_to_tso, parse_time
 
     settings = _settings(args)
     spark = get_spark(settings, "lakehouse-sql")
@@ -97,7 +97,7 @@ def split_statements(sql: str) -> list[str]:
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
-    from ticdc_lakehouse.pipeline import backfill
+    from ticdc_lakehouse.commands.pipeline import backfill
 
     settings = _settings(args)
     preflight(settings, args.changefeed, args.protocol, archive=Path(args.archive))
@@ -108,7 +108,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ticdc_lakehouse.pipeline import run_cycle
+    from ticdc_lakehouse.commands.pipeline import run_cycle
 
     settings = _settings(args)
     preflight(settings, args.changefeed, kafka=True)
@@ -118,7 +118,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_land(args: argparse.Namespace) -> int:
-    from ticdc_lakehouse.pipeline import land
+    from ticdc_lakehouse.commands.pipeline import land
 
     settings = _settings(args)
     preflight(settings, args.changefeed, kafka=True)
@@ -128,7 +128,7 @@ def cmd_land(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from ticdc_lakehouse.pipeline import merge
+    from ticdc_lakehouse.commands.pipeline import merge
 
     settings = _settings(args)
     preflight(settings, args.changefeed, args.protocol)
@@ -139,7 +139,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from ticdc_lakehouse.status import collect_status, render_status
+    from ticdc_lakehouse.commands.status import collect_status, render_status
 
     status = collect_status(_settings(args), changefeed=args.changefeed, kafka=not args.no_kafka)
     if args.format == "json":
@@ -150,7 +150,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_maintain(args: argparse.Namespace) -> int:
-    from ticdc_lakehouse.maintenance import maintain
+    from ticdc_lakehouse.commands.maintenance import maintain
 
     result = maintain(_settings(args), changefeed=args.changefeed, dry_run=args.dry_run, progress=_progress(args),
                       upgrade_format=args.upgrade_format)
@@ -159,7 +159,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from ticdc_lakehouse.pipeline import resume_table
+    from ticdc_lakehouse.commands.pipeline import resume_table
 
     action = "skip" if args.skip_ddl else "retry"
     count = resume_table(_settings(args), args.table, action, changefeed=args.changefeed)
@@ -171,7 +171,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 
 def cmd_create_tables(args: argparse.Namespace) -> int:
-    from ticdc_lakehouse.seed_tables import create_tables
+    from ticdc_lakehouse.commands.seed_tables import create_tables
 
     text = Path(args.ddl).read_text(encoding="utf-8")
     result = create_tables(_settings(args), text, default_schema=args.database or "", changefeed=args.changefeed)
@@ -194,7 +194,7 @@ def cmd_create_tables(args: argparse.Namespace) -> int:
 
 
 def cmd_skip_message(args: argparse.Namespace) -> int:
-    from ticdc_lakehouse.pipeline import skip_message
+    from ticdc_lakehouse.commands.pipeline import skip_message
 
     count = skip_message(_settings(args), args.position, changefeed=args.changefeed)
     if count == 0:
@@ -205,13 +205,13 @@ def cmd_skip_message(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from ticdc_lakehouse.demo import run_demo
+    from ticdc_lakehouse.sim.demo import run_demo
 
     return run_demo(_settings(args), protocol=args.protocol, transactions=args.transactions)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from ticdc_lakehouse.spark_session import (
+    from ticdc_lakehouse.runtime.spark_session import (
         ICEBERG_VERSION, StackError, check_pyspark_version, iceberg_aws_jar, iceberg_runtime_jar, jdbc_driver_jar)
 
     settings = _settings(args)
@@ -336,7 +336,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except Exception as exc:  # noqa: BLE001 - one clear line for the user, the traceback with -v
         if args.verbose:
             raise
-        from ticdc_lakehouse.redaction import mask_uri_password
+        from ticdc_lakehouse.core.redaction import mask_uri_password
 
         print(f"error: {type(exc).__name__}: {mask_uri_password(str(exc))}", file=sys.stderr)
         return 1

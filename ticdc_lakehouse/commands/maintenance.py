@@ -60,18 +60,18 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
-from ticdc_lakehouse.config import Settings
+from ticdc_lakehouse.runtime.config import Settings
 from ticdc_lakehouse.iceberg import tables as iceberg_tables  # FORMAT_VERSION read at use: tests set it
 from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY, JavaIceberg, format_version, watermark_of
 from ticdc_lakehouse.iceberg.tables import CHANGEFEED_PROPERTY
 from ticdc_lakehouse.landing.retention import apply_landing_retention
-from ticdc_lakehouse.locks import LockBusy, changefeed_lock
-from ticdc_lakehouse.merge.ddl_apply import DROPPED_NAMESPACE
-from ticdc_lakehouse.spark_session import get_spark
-from ticdc_lakehouse.sql_names import qualified, quote
-from ticdc_lakehouse.state import NAMESPACE as CONTROL_NAMESPACE
-from ticdc_lakehouse.state import Checkpoint, StateStore
-from ticdc_lakehouse.timetravel import TAG_PREFIX, TSO_LOGICAL_BITS
+from ticdc_lakehouse.runtime.locks import LockBusy, changefeed_lock
+from ticdc_lakehouse.merge.ddl.apply import DROPPED_NAMESPACE
+from ticdc_lakehouse.runtime.spark_session import get_spark
+from ticdc_lakehouse.core.sql_names import qualified, quote
+from ticdc_lakehouse.runtime.state import NAMESPACE as CONTROL_NAMESPACE
+from ticdc_lakehouse.runtime.state import Checkpoint, StateStore
+from ticdc_lakehouse.commands.timetravel import TAG_PREFIX, TSO_LOGICAL_BITS
 
 log = logging.getLogger(__name__)
 

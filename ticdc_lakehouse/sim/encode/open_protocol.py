@@ -21,7 +21,7 @@ import json
 import struct
 from typing import Optional, Sequence
 
-from ticdc_lakehouse import model
+from ticdc_lakehouse.core import model
 from ticdc_lakehouse.decode.common.go_text import go_float_json, go_json_string, go_quote
 from ticdc_lakehouse.decode.common.mysql_type_codes import (
     BLOB_CODES,
@@ -33,9 +33,9 @@ from ticdc_lakehouse.decode.common.mysql_type_codes import (
 )
 from ticdc_lakehouse.decode.common.tidb_ddl_actions import action_for_ddl_type
 from ticdc_lakehouse.decode.large_messages import compress
-from ticdc_lakehouse.encode.batches import RowBatches
-from ticdc_lakehouse.encode.column_values import WireColumn, row_columns
-from ticdc_lakehouse.model import DDLEvent, ResolvedEvent, RowChange
+from ticdc_lakehouse.sim.encode.batches import RowBatches
+from ticdc_lakehouse.sim.encode.column_values import WireColumn, row_columns
+from ticdc_lakehouse.core.model import DDLEvent, ResolvedEvent, RowChange
 
 _U64 = struct.Struct(">Q")
 VERSION_HEADER = _U64.pack(1)

@@ -23,8 +23,8 @@ import re
 from decimal import Decimal, InvalidOperation
 from typing import Optional
 
-from ticdc_lakehouse import values
-from ticdc_lakehouse.mysql_types import (
+from ticdc_lakehouse.core import values
+from ticdc_lakehouse.core.mysql_types import (
     BINARY_TYPES,
     CHAR_TYPES,
     FLOAT_TYPES,

@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 from typing import Optional
 
-from ticdc_lakehouse import model
-from ticdc_lakehouse.model import DELETE, INSERT, DDLEvent, ResolvedEvent, RowChange
+from ticdc_lakehouse.core import model
+from ticdc_lakehouse.core.model import DELETE, INSERT, DDLEvent, ResolvedEvent, RowChange
 
 PHYSICAL_SHIFT = 18
 _TYPES = {model.INSERT: "INSERT", model.UPDATE: "UPDATE", model.DELETE: "DELETE"}

@@ -27,9 +27,9 @@ def write_result(result: dict, result_file: Optional[str]) -> None:
 def run_spark_job(args: Any, work: Callable[..., dict], fail_when_not_ok: bool = True) -> int:
     """``work(settings, spark, progress)`` with a session for ``args.app_name``; exit code 1 when the result is
     not ``ok`` and ``fail_when_not_ok`` (a merge that halted a table still succeeded: publish reports it)."""
-    from ticdc_lakehouse.config import load_settings
+    from ticdc_lakehouse.runtime.config import load_settings
     from ticdc_lakehouse.iceberg.commit import shutdown_callback_server
-    from ticdc_lakehouse.spark_session import get_spark
+    from ticdc_lakehouse.runtime.spark_session import get_spark
 
     settings = load_settings(args.config)
     spark = get_spark(settings, args.app_name)

@@ -18,8 +18,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from ticdc_lakehouse.config import Settings, load_settings
-from ticdc_lakehouse.output import json_value, table_text
+from ticdc_lakehouse.runtime.config import Settings, load_settings
+from ticdc_lakehouse.commands.output import json_value, table_text
 
 TOPIC = "ticdc-demo"
 
@@ -59,7 +59,7 @@ def demo_settings(settings: Settings) -> Settings:
 
 
 def run_demo(settings: Settings, protocol: str = "open", transactions: int = 60) -> int:
-    from ticdc_lakehouse.spark_session import get_spark
+    from ticdc_lakehouse.runtime.spark_session import get_spark
 
     started = time.monotonic()
     demo = demo_settings(settings)
@@ -75,7 +75,7 @@ def run_demo(settings: Settings, protocol: str = "open", transactions: int = 60)
 
 def _first_archive(archive: Path, protocol: str, transactions: int):
     """Step 1: the workload's first two thirds (with DDL mid-stream and a replayed tail), as an archived topic."""
-    from ticdc_lakehouse.workload import Workload, write_to_archive
+    from ticdc_lakehouse.sim.workload import Workload, write_to_archive
 
     _banner(f"1. A TiCDC changefeed ({protocol}) for schema `shop`, archived as Kafka log segments")
     workload = Workload(seed=11, partitions=3)
@@ -99,9 +99,9 @@ def _first_archive(archive: Path, protocol: str, transactions: int):
 
 def _backfill_and_check(demo: Settings, spark, workload, protocol: str, transactions: int, started: float) -> int:
     """Steps 2-5: backfill, grow and backfill again, time travel, status; every table checked against upstream."""
-    from ticdc_lakehouse.pipeline import backfill
-    from ticdc_lakehouse.timetravel import as_of_sql
-    from ticdc_lakehouse.workload import write_to_archive
+    from ticdc_lakehouse.commands.pipeline import backfill
+    from ticdc_lakehouse.commands.timetravel import as_of_sql
+    from ticdc_lakehouse.sim.workload import write_to_archive
 
     archive = demo.home / "archive"
     first = transactions * 2 // 3
@@ -146,7 +146,7 @@ def _backfill_and_check(demo: Settings, spark, workload, protocol: str, transact
         print(f"  {name:<24} {got:>4} rows as of cut 1  {'equal to upstream then' if same else 'DIFFERENT'}")
 
     _banner("5. Status")
-    from ticdc_lakehouse.status import collect_status, render_status
+    from ticdc_lakehouse.commands.status import collect_status, render_status
 
     print(render_status(collect_status(demo, kafka=False, spark=spark)))
     print(f"\ndemo {'OK' if ok else 'FAILED'} in {time.monotonic() - started:.0f} s; state in {demo.home}")
@@ -165,14 +165,14 @@ def _counts(spark, queries: dict[str, str]) -> dict[str, int]:
 def _progress():
     """The CLI's progress: Spark task counts on one live line on a terminal, plain indented lines otherwise."""
     if sys.stdout.isatty():
-        from ticdc_lakehouse.progress import Reporter
+        from ticdc_lakehouse.commands.progress import Reporter
 
         return Reporter("demo", human=True, stream=sys.stdout)
     return lambda message: print(f"  {message}", flush=True)
 
 
 def _summary(result) -> None:
-    from ticdc_lakehouse.summary import render_summary
+    from ticdc_lakehouse.commands.summary import render_summary
 
     print("\n".join("  " + line for line in render_summary(result).splitlines()))
 

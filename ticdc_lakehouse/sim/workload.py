@@ -20,7 +20,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ticdc_lakehouse.model import (
+from ticdc_lakehouse.core.model import (
     DELETE,
     INSERT,
     UPDATE,
@@ -537,7 +537,7 @@ class Workload:
 
 def expected_value(mysql_type: str, canonical: Optional[str]) -> Any:
     """A canonical upstream value as the lake's JSON output shows it."""
-    from ticdc_lakehouse.mysql_types import iceberg_type, parse_type
+    from ticdc_lakehouse.core.mysql_types import iceberg_type, parse_type
 
     if canonical is None:
         return None
@@ -611,7 +611,7 @@ def write_to_archive(workload: Workload, archive_dir: Path | str, topic: str, pr
                      compression: str = "none", max_batch_size: int = 1) -> int:
     """Append the workload's new events to a Kafka log directory; returns how many records were written.
     ``max_batch_size``: as for :func:`encode_partitions` (16 for TiCDC's default batching)."""
-    from ticdc_lakehouse.archive_writer import write_archive
+    from ticdc_lakehouse.sim.archive_writer import write_archive
 
     records = encode_partitions(workload.new_events(), protocol, max_batch_size)
     write_archive(archive_dir, topic, records, compression=compression, records_per_batch=20, batches_per_segment=3)

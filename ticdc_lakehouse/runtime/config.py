@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, get_type_hints
 
 from ticdc_lakehouse import PROJECT_ROOT
 from ticdc_lakehouse.decode.large_messages import LargeMessageOptions
-from ticdc_lakehouse.redaction import mask_secrets
+from ticdc_lakehouse.core.redaction import mask_secrets
 
 if TYPE_CHECKING:
     from ticdc_lakehouse.landing.storage import Location

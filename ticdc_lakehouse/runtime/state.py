@@ -20,8 +20,8 @@ from datetime import datetime, timezone
 from typing import Any, Iterable, Optional
 
 from ticdc_lakehouse.iceberg import tables as iceberg_tables
-from ticdc_lakehouse.local_frame import local_frame
-from ticdc_lakehouse.sql_names import quote
+from ticdc_lakehouse.runtime.local_frame import local_frame
+from ticdc_lakehouse.core.sql_names import quote
 
 NAMESPACE = "_lakehouse"
 

@@ -48,8 +48,8 @@ from sqlglot.dialects.mysql import MySQL
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
-from ticdc_lakehouse import mysql_types
-from ticdc_lakehouse.model import ColumnSchema, TableSchema
+from ticdc_lakehouse.core import mysql_types
+from ticdc_lakehouse.core.model import ColumnSchema, TableSchema
 
 # ---------------------------------------------------------------------------------------------------------------
 # Schema changes

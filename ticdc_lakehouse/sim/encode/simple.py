@@ -23,7 +23,7 @@ import orjson
 
 from ticdc_lakehouse.decode.common.type_text import UINT64_MASK, base_type, is_binary_descriptor
 from ticdc_lakehouse.decode.simple import SCHEMA_FILE
-from ticdc_lakehouse.model import DELETE, INSERT, UPDATE, DDLEvent, ResolvedEvent, RowChange, TableSchema
+from ticdc_lakehouse.core.model import DELETE, INSERT, UPDATE, DDLEvent, ResolvedEvent, RowChange, TableSchema
 
 SIMPLE_VERSION = 1
 NS = "com.pingcap.simple.avro."

@@ -12,9 +12,9 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Mapping, Optional
 
-from ticdc_lakehouse.config import Settings
-from ticdc_lakehouse.sql_names import quote
-from ticdc_lakehouse.state import Checkpoint, StateStore
+from ticdc_lakehouse.runtime.config import Settings
+from ticdc_lakehouse.core.sql_names import quote
+from ticdc_lakehouse.runtime.state import Checkpoint, StateStore
 
 TSO_LOGICAL_BITS = 18
 TAG_PREFIX = "tso_"

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Iterable, Optional
 from urllib.parse import urlparse
 
-from ticdc_lakehouse.config import Settings
+from ticdc_lakehouse.runtime.config import Settings
 
 #: seconds a bootstrap server gets to accept a TCP connection
 BROKER_TIMEOUT_SECONDS = 3.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Iterable, Optional, Sequence
 
-from ticdc_lakehouse.model import RowChange
+from ticdc_lakehouse.core.model import RowChange
 
 
 class RowBatches:

@@ -13,12 +13,12 @@ from __future__ import annotations
 import struct
 from typing import Optional, Sequence
 
-from ticdc_lakehouse import model
+from ticdc_lakehouse.core import model
 from ticdc_lakehouse.decode.common import mysql_type_codes as type_codes
 from ticdc_lakehouse.decode.common.tidb_ddl_actions import action_for_ddl_type
-from ticdc_lakehouse.encode.batches import RowBatches
-from ticdc_lakehouse.encode.column_values import WireColumn, row_columns
-from ticdc_lakehouse.model import DDLEvent, ResolvedEvent, RowChange
+from ticdc_lakehouse.sim.encode.batches import RowBatches
+from ticdc_lakehouse.sim.encode.column_values import WireColumn, row_columns
+from ticdc_lakehouse.core.model import DDLEvent, ResolvedEvent, RowChange
 
 VERSION = 1
 _F64 = struct.Struct("<d")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from ticdc_lakehouse.config import Settings
+from ticdc_lakehouse.runtime.config import Settings
 
 HADOOP_UMASK_KEY = "spark.hadoop.fs.permissions.umask-mode"
 

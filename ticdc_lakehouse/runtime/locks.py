@@ -22,7 +22,7 @@ import time
 from contextlib import contextmanager, nullcontext
 from typing import Iterator
 
-from ticdc_lakehouse.config import Settings
+from ticdc_lakehouse.runtime.config import Settings
 
 
 class LockBusy(RuntimeError):
@@ -78,7 +78,7 @@ _ADVISORY_HOLDER = (
 def _postgres_lock(settings: Settings, changefeed: str, timeout: float, purpose: str) -> Iterator[None]:
     import psycopg2
 
-    from ticdc_lakehouse.spark_session import sqlalchemy_uri
+    from ticdc_lakehouse.runtime.spark_session import sqlalchemy_uri
 
     dsn = sqlalchemy_uri(settings).replace("postgresql+psycopg2://", "postgresql://")
     # the session's name says what holds the lock, so a second one can say it

@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 from typing import Iterable, Optional
 
-from ticdc_lakehouse import ddl_parse as dp
-from ticdc_lakehouse.column_defaults import UnknownDefault, existing_row_value
+from ticdc_lakehouse.merge.ddl import parse as dp
+from ticdc_lakehouse.core.column_defaults import UnknownDefault, existing_row_value
 from ticdc_lakehouse.iceberg.commit import run_with_snapshot_properties
 from ticdc_lakehouse.iceberg.columns import TargetColumn
 from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY, watermark_of
@@ -23,11 +23,11 @@ from ticdc_lakehouse.iceberg.tables import CREATED_FROM_PROPERTY, UNKNOWN_DEFAUL
 from ticdc_lakehouse.merge import table_work
 from ticdc_lakehouse.merge.plan import DDLRecord, table_key
 from ticdc_lakehouse.merge.run_state import RunContext
-from ticdc_lakehouse.model import ColumnSchema, TableSchema
-from ticdc_lakehouse.mysql_types import column_doc, iceberg_type, parse_type, widening
-from ticdc_lakehouse.sql_names import qualified, quote, sql_string
-from ticdc_lakehouse.state import HaltedTable
-from ticdc_lakehouse.values import to_bytes
+from ticdc_lakehouse.core.model import ColumnSchema, TableSchema
+from ticdc_lakehouse.core.mysql_types import column_doc, iceberg_type, parse_type, widening
+from ticdc_lakehouse.core.sql_names import qualified, quote, sql_string
+from ticdc_lakehouse.runtime.state import HaltedTable
+from ticdc_lakehouse.core.values import to_bytes
 
 log = logging.getLogger(__name__)
 

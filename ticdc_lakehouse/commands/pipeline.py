@@ -10,17 +10,17 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ticdc_lakehouse.config import Settings
-from ticdc_lakehouse.faults import fault_point
+from ticdc_lakehouse.runtime.config import Settings
+from ticdc_lakehouse.runtime.faults import fault_point
 from ticdc_lakehouse.landing import land_from_archive, land_from_kafka
 from ticdc_lakehouse.landing.errors import ArchiveCorruptError, DataLossError
 from ticdc_lakehouse.landing.quarantine import SegmentQuarantined
-from ticdc_lakehouse.locks import changefeed_lock
+from ticdc_lakehouse.runtime.locks import changefeed_lock
 from ticdc_lakehouse.merge.engine import run_merge
 from ticdc_lakehouse.merge.value_checks import ROW_HALT, ROW_SKIPPED
-from ticdc_lakehouse.permissions import apply_umask
-from ticdc_lakehouse.spark_session import get_spark
-from ticdc_lakehouse.state import StateStore
+from ticdc_lakehouse.runtime.permissions import apply_umask
+from ticdc_lakehouse.runtime.spark_session import get_spark
+from ticdc_lakehouse.runtime.state import StateStore
 
 Progress = Optional[Callable[[str], None]]
 
@@ -109,7 +109,7 @@ def backfill(settings: Settings, archive: Path, changefeed: Optional[str] = None
     if spark is None:  # the driver JVM starts (seconds) while the archive lands (Python, one core)
         from concurrent.futures import ThreadPoolExecutor
 
-        from ticdc_lakehouse.spark_session import get_spark
+        from ticdc_lakehouse.runtime.spark_session import get_spark
 
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="landing") as pool:
             landed = pool.submit(land_archive)

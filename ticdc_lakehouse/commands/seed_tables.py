@@ -22,17 +22,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
-from ticdc_lakehouse.config import Settings
-from ticdc_lakehouse.ddl_parse import CreateSchema, CreateTable, Unsupported, parse_ddl
+from ticdc_lakehouse.runtime.config import Settings
+from ticdc_lakehouse.merge.ddl.parse import CreateSchema, CreateTable, Unsupported, parse_ddl
 from ticdc_lakehouse.iceberg.commit import callback_session, run_with_snapshot_properties
 from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY, JavaIceberg, watermark_of
 from ticdc_lakehouse.iceberg.tables import CHANGEFEED_PROPERTY, CREATED_FROM_PROPERTY, create_table, mysql_type_of_doc
-from ticdc_lakehouse.locks import changefeed_lock
+from ticdc_lakehouse.runtime.locks import changefeed_lock
 from ticdc_lakehouse.merge.changes import NUMBER_PATTERN, names_from_numbers_sql
-from ticdc_lakehouse.model import TableSchema
-from ticdc_lakehouse.mysql_types import MySQLType, column_doc, comment_from_doc, parse_type
-from ticdc_lakehouse.spark_session import get_spark
-from ticdc_lakehouse.sql_names import qualified, quote, sql_string
+from ticdc_lakehouse.core.model import TableSchema
+from ticdc_lakehouse.core.mysql_types import MySQLType, column_doc, comment_from_doc, parse_type
+from ticdc_lakehouse.runtime.spark_session import get_spark
+from ticdc_lakehouse.core.sql_names import qualified, quote, sql_string
 
 #: the snapshot summary entry of the snapshot that rewrote ENUM/SET numbers as member names
 MEMBERS_FROM = "tidb.members-from"

@@ -47,7 +47,7 @@ def phase_line(phases: Mapping[str, float], total: float) -> str:
 
 def cut_time(tso: int) -> str:
     """The upstream wall-clock time of a TSO, to the millisecond: ``2026-11-01 08:00:37.822 UTC``."""
-    from ticdc_lakehouse.status import tso_time
+    from ticdc_lakehouse.commands.status import tso_time
 
     iso = tso_time(tso)
     return f"{iso[:23].replace('T', ' ')} UTC" if iso else "time unknown"

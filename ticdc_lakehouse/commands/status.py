@@ -28,9 +28,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from ticdc_lakehouse.config import ChangefeedConfig, Settings
-from ticdc_lakehouse.redaction import mask_secrets, mask_uri_password
-from ticdc_lakehouse.state import NAMESPACE as CONTROL_NAMESPACE
+from ticdc_lakehouse.runtime.config import ChangefeedConfig, Settings
+from ticdc_lakehouse.core.redaction import mask_secrets, mask_uri_password
+from ticdc_lakehouse.runtime.state import NAMESPACE as CONTROL_NAMESPACE
 
 
 #: the longest status waits for Kafka, all requests together
@@ -42,7 +42,7 @@ PartitionKey = tuple[str, int]
 # -- small pure helpers -------------------------------------------------------------------------------------
 def tso_time(tso: Optional[int]) -> Optional[str]:
     """ISO-8601 UTC wall-clock time of a TSO; None for 0/None or a value beyond any real clock."""
-    from ticdc_lakehouse.timetravel import tso_to_datetime
+    from ticdc_lakehouse.commands.timetravel import tso_to_datetime
 
     if not tso or tso <= 0:
         return None
@@ -374,7 +374,7 @@ class LakeView:
 
 
 def lake_view(spark, ji, catalog: str, changefeed: str, control_ready: bool, owners: Mapping[str, str]) -> LakeView:
-    from ticdc_lakehouse.state import Checkpoint, StateStore
+    from ticdc_lakehouse.runtime.state import Checkpoint, StateStore
 
     if ji is None:  # no catalog yet
         return LakeView(Checkpoint(changefeed), 0, [], 0, [])
@@ -492,7 +492,7 @@ def collect_status(settings: Settings, changefeed: Optional[str] = None, kafka: 
     catalog_exists = sqlite_file is None or sqlite_file.is_file()
     ji = None
     if spark is None and catalog_exists:
-        from ticdc_lakehouse.spark_session import get_spark
+        from ticdc_lakehouse.runtime.spark_session import get_spark
 
         spark = get_spark(settings, "lakehouse-status")
     elif spark is not None and sqlite_file is not None:
@@ -511,7 +511,7 @@ def collect_status(settings: Settings, changefeed: Optional[str] = None, kafka: 
     else:
         known = sorted(set(owners.values()))
         if control_ready:
-            from ticdc_lakehouse.state import StateStore
+            from ticdc_lakehouse.runtime.state import StateStore
 
             table = StateStore(spark, settings.catalog_name).table("checkpoints")
             known = sorted(set(known) | {r[0] for r in spark.table(table).select("changefeed").distinct().collect()})
@@ -540,7 +540,7 @@ def _time_text(iso: Optional[str]) -> str:
 
 
 def _grid(columns: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "  ") -> str:
-    from ticdc_lakehouse.output import table_text
+    from ticdc_lakehouse.commands.output import table_text
 
     lines = table_text(columns, [["-" if v is None else v for v in row] for row in rows]).splitlines()[:-1]
     return "\n".join(indent + line for line in lines)

@@ -18,16 +18,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from ticdc_lakehouse import PROJECT_ROOT
-from ticdc_lakehouse.config import Settings
-from ticdc_lakehouse.jvm_archive import driver_java_options
-from ticdc_lakehouse.object_storage import (
+from ticdc_lakehouse.runtime.config import Settings
+from ticdc_lakehouse.runtime.jvm_archive import driver_java_options
+from ticdc_lakehouse.runtime.object_storage import (
     aws_java_options,
     iceberg_s3_properties,
     is_object_storage,
     pyiceberg_s3_properties,
 )
-from ticdc_lakehouse.permissions import HADOOP_UMASK_KEY, apply_umask, effective_umask
-from ticdc_lakehouse.redaction import is_secret_key, mask_uri_password
+from ticdc_lakehouse.runtime.permissions import HADOOP_UMASK_KEY, apply_umask, effective_umask
+from ticdc_lakehouse.core.redaction import is_secret_key, mask_uri_password
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession

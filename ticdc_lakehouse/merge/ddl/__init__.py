@@ -1,0 +1,1 @@
+"""DDL: parsing TiDB's statements (``parse``) and applying them to Iceberg tables (``apply``)."""

@@ -1,0 +1,1 @@
+"""Demo and test data: the simulated upstream workload, the archive writer and the protocol encoders."""
