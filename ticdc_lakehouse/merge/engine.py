@@ -57,6 +57,7 @@ __all__ = ["MergeReport", "flush_concurrently", "no_resolved_hint", "run_merge",
 
 log = logging.getLogger(__name__)
 
+
 def no_resolved_hint(changefeed: str, protocol: str, partitions: list[str]) -> str:
     """One line for a stream that never carried a resolved event (so with ``resolved_ts`` auto/required nothing is
     ever applied): which partitions, and what to set."""
