@@ -183,9 +183,7 @@ def _merge_decoded(spark, settings: Settings, state: StateStore, run: DecodedRun
         if below is not None:
             report.below_cut = below.as_dict()
     # 2. the DDL barriers, in commit-ts order
-    phase = time.monotonic()
     apply_barriers(ctx, cut.plan, [h for h in halts if h.resolution], say)
-    report.phases["ddl"] = round(time.monotonic() - phase, 3)
     # 3. every table up to the cut
     tables = set(run.checkpoint.tables) | {f"{s}.{t}" for s, t in ctx.row_stats}
     ensure_callback_server(spark)  # started here, not raced by the first MERGEs of several threads
@@ -204,18 +202,22 @@ def _merge_decoded(spark, settings: Settings, state: StateStore, run: DecodedRun
 def apply_barriers(ctx: RunContext, plan: RunPlan, resolutions: list[HaltedTable], say: Callable[[str], None]
                    ) -> None:
     """Operator resolutions and bootstraps first, then each DDL at or below the cut in commit-ts order: the rows
-    of the tables it blocks are merged below its ts (a barrier flush), then it is applied."""
+    of the tables it blocks are merged below its ts (a barrier flush), then it is applied (timed as the run's
+    ``ddl`` phase)."""
     ctx.removals = ddl_apply.removals(plan.ddls)
     ddl_apply.apply_resolutions(ctx, resolutions)
     for bootstrap in plan.bootstraps:
         ddl_apply.apply_bootstrap(ctx, bootstrap)
     say(f"{ctx.changefeed}: cut at resolved ts {plan.resolved_ts}; {len(plan.ddls)} DDL(s); "
         f"{len(ctx.row_stats)} table(s) with rows")
+    phase = time.monotonic()
     for record in plan.ddls:
         for schema, table in ddl_apply.tables_blocked(ctx, record):
             table_work.flush(ctx, schema, table, record.commit_ts - 1, create_missing=False)
         ddl_apply.apply_ddl(ctx, record)
         fault_point("merge.after_ddl")
+    if ctx.report is not None:
+        ctx.report.phases["ddl"] = round(time.monotonic() - phase, 3)
 
 
 def final_flush_tables(ctx: RunContext, tables: set[str]) -> list[tuple[str, str]]:
