@@ -39,7 +39,7 @@ from ticdc_lakehouse.merge import ddl_apply
 from ticdc_lakehouse.merge.below_cut import find_and_record
 from ticdc_lakehouse.merge.changes import table_rows
 from ticdc_lakehouse.merge.decode_stage import decode_landed, source_unavailable_in, stats_accumulator
-from ticdc_lakehouse.merge.flush import FlushResult, flush_table
+from ticdc_lakehouse.merge.flush import ChangeRange, FlushResult, flush_table
 from ticdc_lakehouse.merge.plan import (
     DDLRecord,
     PartitionKey,
@@ -172,9 +172,10 @@ class RunContext:
         if self.report is not None:
             self.report.halted.append({"table": f"{schema}.{table}", "ddl_ts": ts, "query": query, "reason": reason})
 
-    def flush(self, schema: str, table: str, upto_ts: int, create_missing: bool = True) -> Optional[FlushResult]:
-        """Merge the table's rows below ``upto_ts`` (inclusive), unless it is halted below that; None when there
-        is no table to merge into.
+    def change_range(self, schema: str, table: str, upto_ts: int,
+                     create_missing: bool = True) -> Optional[ChangeRange]:
+        """The table and range a flush of its rows below ``upto_ts`` (inclusive) applies, unless it is halted below
+        that; None when there is no table to merge into.
 
         ``create_missing``: a table with rows but no CREATE TABLE seen is created from the rows' types (only for
         the final flush: before a DDL, a missing table is the one the DDL is about to create)."""
@@ -184,13 +185,13 @@ class RunContext:
         target = self.target(schema, table)
         if not target.exists:
             if not create_missing:
-                return
+                return None
             since = self.gone.get(key)
             if since is not None and not self.has_rows(key, since, upto_ts):
-                return  # its rows were merged before it was dropped or renamed away
+                return None  # its rows were merged before it was dropped or renamed away
             target = self.create_from_rows(schema, table, since or 0)
             if target is None:
-                return
+                return None
         stats = self.row_stats.get(key)
         after_ts = None if self.resolved_mode else -1
         if stats and create_missing:  # the final flush: every DDL up to the cut is applied
@@ -198,31 +199,44 @@ class RunContext:
         lower = target.watermark if after_ts is None else after_ts
         has_rows = self.has_rows(key, lower, upto_ts) if stats else False
         names = (stats["schema"], stats["table"]) if stats else (schema, table)
+        return ChangeRange(
+            target, *names, upto_ts, has_rows, self.summary(), after_ts=after_ts,
+            always_sent=columns_sent(stats["layouts"], self.added_in_run.get(key)) if stats else frozenset(),
+            row_events=stats["rows"] if stats else None,
+        )
 
-        def apply(events, upto: int):
-            return flush_table(
-                self.spark, self.ji, self.settings.catalog_name, events, *names, target, upto, has_rows,
-                self.summary(), after_ts=after_ts,
-                always_sent=columns_sent(stats["layouts"], self.added_in_run.get(key)) if stats else frozenset(),
-                row_events=stats["rows"] if stats else None,
-            )
+    def flush(self, schema: str, table: str, upto_ts: int, create_missing: bool = True) -> Optional[FlushResult]:
+        """Merge the table's rows below ``upto_ts`` (see ``change_range``); None when there is no table."""
+        change = self.change_range(schema, table, upto_ts, create_missing)
+        if change is None:
+            return None
+
+        def apply(events, change: ChangeRange):
+            return flush_table(self.spark, self.ji, self.settings.catalog_name, events, change)
 
         started = time.monotonic()
         try:
-            result = apply(self.events, upto_ts)
+            result = apply(self.events, change)
         except Exception as exc:  # a value the table cannot store exactly: nothing was committed
             if not is_invalid_value_failure(exc):
                 raise
             log.warning("%s.%s: %s", schema, table, reason_of(exc))
-            events, upto_ts = set_aside_invalid(self, *names, target, lower, upto_ts, _holding(self.settings))
-            result = apply(events, upto_ts)
+            events, upto_ts = set_aside_invalid(self, change.upstream_schema, change.upstream_table,
+                                                change.target, change.lower, change.upto_ts,
+                                                _holding(self.settings))
+            result = apply(events, change.with_range(upto_ts))
+        self.record(result, table_key(schema, table), time.monotonic() - started)
+        return result
+
+    def record(self, result: FlushResult, key: TableKey, seconds: float) -> None:
+        """Count a flush's rows in the run's report."""
+        stats = self.row_stats.get(key)
         if result.merged and self.report is not None:
             if result.table not in self.report.tables_merged:
                 self.report.tables_merged.append(result.table)
-            self.report.count_apply(result.table, result.written, result.removed, time.monotonic() - started)
+            self.report.count_apply(result.table, result.written, result.removed, seconds)
             if stats:
                 self.report.tables[result.table]["events"] = dict(stats.get("ops") or {})
-        return result
 
     def has_rows(self, key: TableKey, lower: int, upto_ts: int) -> bool:
         """Whether the table has rows with ``lower < commit_ts <= upto_ts``, so a DDL barrier with nothing before
@@ -489,6 +503,9 @@ def _merge_staged(spark, settings, changefeed, protocol, state, checkpoint, even
             final.append((schema, table))  # no rows: only its watermark moves to the cut
     ensure_callback_server(spark)  # started here, not raced by the first MERGEs of several threads
     phase = time.monotonic()
+    from ticdc_lakehouse.merge.batch_flush import flush_empty_tables
+
+    final = flush_empty_tables(ctx, final, cut, int(settings.merge["parallel_tables"]), say)
     flush_concurrently(ctx, final, cut, int(settings.merge["parallel_tables"]), say)
     report.phases["apply"] = round(time.monotonic() - phase, 3)
     phase = time.monotonic()

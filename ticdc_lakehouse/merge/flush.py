@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping, Optional
 
 from ticdc_lakehouse.faults import fault_point
@@ -177,44 +177,76 @@ def _apply_keyless(spark, ji: JavaIceberg, catalog: str, events, upstream_schema
         raise RuntimeError(f"{target.namespace}.{target.name} has no snapshot to apply its changes to")
 
 
-def flush_table(
-    spark,
-    ji: JavaIceberg,
-    catalog: str,
-    events,
-    upstream_schema: str,
-    upstream_table: str,
-    target: TargetTable,
-    upto_ts: int,
-    has_rows_in_range: bool,
-    summary: Mapping[str, str],
-    after_ts: Optional[int] = None,
-    always_sent: Optional[frozenset[str]] = frozenset(),
-    row_events: Optional[int] = None,
-) -> FlushResult:
-    """Apply the table's row events with ``watermark < commit_ts <= upto_ts`` and record ``upto_ts``.
+@dataclass(frozen=True)
+class ChangeRange:
+    """One table and the range of its changes one flush applies: the row events of upstream
+    ``upstream_schema.upstream_table`` with ``lower < commit_ts <= upto_ts``, into ``target``.
 
     ``after_ts`` overrides the lower bound (-1 for protocols without resolved ts, which rely on offsets);
-    ``always_sent``: see ``merge_sql``; ``row_events``: the table's row events in the run (an upper bound of
-    the change set, see ``can_stage``).
-    """
-    lower = target.watermark if after_ts is None else after_ts
-    label = f"{target.namespace}.{target.name}"
-    if after_ts is None and upto_ts <= target.watermark:
+    ``has_rows``: whether the range holds any row event (else only the watermark moves); ``summary``: the run's
+    snapshot properties; ``always_sent``: see ``merge_sql``; ``row_events``: the table's row events in the run
+    (an upper bound of the change set, see ``can_stage``)."""
+
+    target: TargetTable
+    upstream_schema: str
+    upstream_table: str
+    upto_ts: int
+    has_rows: bool
+    summary: Mapping[str, str]
+    after_ts: Optional[int] = None
+    always_sent: Optional[frozenset[str]] = frozenset()
+    row_events: Optional[int] = None
+
+    @property
+    def lower(self) -> int:
+        return self.target.watermark if self.after_ts is None else self.after_ts
+
+    @property
+    def label(self) -> str:
+        return f"{self.target.namespace}.{self.target.name}"
+
+    def properties(self) -> dict[str, str]:
+        """The snapshot summary of the commit that applies the range: the run's summary and the watermark."""
+        return {**self.summary, RESOLVED_TS_PROPERTY: str(self.upto_ts)}
+
+    def source(self, events):
+        """The typed change set of the range (``changes.change_set``): never collected."""
+        target = self.target
+        return change_set(events, self.upstream_schema, self.upstream_table, self.lower, self.upto_ts,
+                          target.columns, target.keys, self.always_sent)
+
+    def with_range(self, upto_ts: int) -> "ChangeRange":
+        return replace(self, upto_ts=upto_ts)
+
+
+def flush_table(spark, ji: JavaIceberg, catalog: str, events, change: ChangeRange,
+                parallelism: int = 1) -> FlushResult:
+    """Apply the table's row events in ``change``'s range and record its ``upto_ts`` as the watermark.
+
+    A table whose lake copy holds no rows takes the append path (``table_commit``: one Spark job, one commit);
+    others a MERGE or the staged apply; keyless tables ``merge.keyless``."""
+    from ticdc_lakehouse.merge.table_commit import append_tables, appendable
+
+    target = change.target
+    lower, upto_ts, label = change.lower, change.upto_ts, change.label
+    if change.after_ts is None and upto_ts <= target.watermark:
         return FlushResult(label, lower, upto_ts, False)
-    properties = {**summary, RESOLVED_TS_PROPERTY: str(upto_ts)}
+    properties = change.properties()
     merged = False
     head = None
-    if has_rows_in_range:
-        head = ji.load(target.namespace, target.name).currentSnapshot()
-    if has_rows_in_range and not target.keys_required:
-        _apply_keyless(spark, ji, catalog, events, upstream_schema, upstream_table, target, lower, upto_ts,
-                       properties)
+    if change.has_rows:
+        jtable = ji.load(target.namespace, target.name)
+        if appendable(jtable, change) is not None:
+            return append_tables(spark, ji, catalog, events, [change], parallelism)[0]
+        head = jtable.currentSnapshot()
+    if change.has_rows and not target.keys_required:
+        _apply_keyless(spark, ji, catalog, events, change.upstream_schema, change.upstream_table, target, lower,
+                       upto_ts, properties)
         merged = True
-    elif has_rows_in_range:
-        source = change_set(events, upstream_schema, upstream_table, lower, upto_ts, target.columns, target.keys,
-                            always_sent)
-        staged = can_stage(target, always_sent, row_events) and apply_staged(
+    elif change.has_rows:
+        source = change.source(events)
+        always_sent = change.always_sent
+        staged = can_stage(target, always_sent, change.row_events) and apply_staged(
             spark, ji, catalog, target, source, properties)
         if not staged:
             view = f"_lakehouse_changes_{next(_view_ids)}"
