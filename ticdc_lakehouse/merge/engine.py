@@ -41,10 +41,11 @@ from ticdc_lakehouse.landing.segments import known_partitions, landed_topics, li
 from ticdc_lakehouse.runtime.locks import changefeed_lock, driver_lock
 from ticdc_lakehouse.merge import table_work
 from ticdc_lakehouse.merge.ddl import apply as ddl_apply
+from ticdc_lakehouse.merge.batch_flush import flush_empty_tables
 from ticdc_lakehouse.merge.below_cut import find_and_record
 from ticdc_lakehouse.merge.checkpointing import write_checkpoint
 from ticdc_lakehouse.merge.decode_stage import decode_landed, source_unavailable_in, stats_accumulator
-from ticdc_lakehouse.merge.flush import FlushResult
+from ticdc_lakehouse.merge.change_range import FlushResult
 from ticdc_lakehouse.merge.made_up_ts import fill_made_up_ts
 from ticdc_lakehouse.merge.plan import RunPlan, table_key
 from ticdc_lakehouse.merge.planning import plan_cut, record_dead_letters
@@ -188,9 +189,10 @@ def _merge_decoded(spark, settings: Settings, state: StateStore, run: DecodedRun
     tables = set(run.checkpoint.tables) | {f"{s}.{t}" for s, t in ctx.row_stats}
     ensure_callback_server(spark)  # started here, not raced by the first MERGEs of several threads
     phase = time.monotonic()
+    # tables new to the lake first: one write job for all of them (``batch_flush``); the rest one by one
+    final = flush_empty_tables(ctx, final_flush_tables(ctx, tables), cut.cut, settings.merge.parallel_tables, say)
     flush_concurrently(lambda schema, table, upto: table_work.flush(ctx, schema, table, upto),
-                       final_flush_tables(ctx, tables), cut.cut, settings.merge.parallel_tables, say,
-                       report, spark)
+                       final, cut.cut, settings.merge.parallel_tables, say, report, spark)
     report.phases["apply"] = round(time.monotonic() - phase, 3)
     # 4. the checkpoint
     phase = time.monotonic()

@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from dataclasses import dataclass
 from typing import Mapping, Optional
 
 from ticdc_lakehouse.runtime.faults import fault_point
 from ticdc_lakehouse.iceberg.commit import run_with_snapshot_properties
 from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY, JavaIceberg, watermark_of
 from ticdc_lakehouse.iceberg.tables import TargetTable
-from ticdc_lakehouse.merge.changes import OP, PRESENT, change_set, partial_positions
+from ticdc_lakehouse.merge.change_range import ChangeRange, FlushResult
+from ticdc_lakehouse.merge.changes import OP, PRESENT, partial_positions
+from ticdc_lakehouse.merge.table_commit import append_tables, appendable
 from ticdc_lakehouse.core.sql_names import qualified, quote
 
 _view_ids = itertools.count()
@@ -36,18 +37,6 @@ _view_ids = itertools.count()
 STAGED_MAX_EVENTS = 1_000_000
 #: name prefix of the staging branches (a crashed run's branch is removed by the next flush of the table)
 STAGING_BRANCH_PREFIX = "lakehouse_stage_"
-
-
-@dataclass(frozen=True)
-class FlushResult:
-    table: str
-    after_ts: int
-    upto_ts: int
-    merged: bool  # a MERGE ran (False: nothing in range, only the watermark moved)
-    #: rows the apply wrote to data files, and rows it removed (delete files, deletion vectors, rewritten files),
-    #: from the summaries of the snapshots it committed (see ``snapshot_changes``)
-    written: int = 0
-    removed: int = 0
 
 
 #: snapshot summary fields that count rows taken out of the table (position/equality deletes, deletion vectors
@@ -178,44 +167,32 @@ def _apply_keyless(spark, ji: JavaIceberg, catalog: str, events, upstream_schema
         raise RuntimeError(f"{target.namespace}.{target.name} has no snapshot to apply its changes to")
 
 
-def flush_table(
-    spark,
-    ji: JavaIceberg,
-    catalog: str,
-    events,
-    upstream_schema: str,
-    upstream_table: str,
-    target: TargetTable,
-    upto_ts: int,
-    has_rows_in_range: bool,
-    summary: Mapping[str, str],
-    after_ts: Optional[int] = None,
-    always_sent: Optional[frozenset[str]] = frozenset(),
-    row_events: Optional[int] = None,
-) -> FlushResult:
-    """Apply the table's row events with ``watermark < commit_ts <= upto_ts`` and record ``upto_ts``.
+def flush_table(spark, ji: JavaIceberg, catalog: str, events, change: ChangeRange,
+                parallelism: int = 1) -> FlushResult:
+    """Apply the table's row events in ``change``'s range and record its ``upto_ts`` as the watermark.
 
-    ``after_ts`` overrides the lower bound (-1 for protocols without resolved ts, which rely on offsets);
-    ``always_sent``: see ``merge_sql``; ``row_events``: the table's row events in the run (an upper bound of
-    the change set, see ``can_stage``).
-    """
-    lower = target.watermark if after_ts is None else after_ts
-    label = f"{target.namespace}.{target.name}"
-    if after_ts is None and upto_ts <= target.watermark:
+    A table whose lake copy holds no rows takes the append path (``table_commit``: one Spark job, one commit);
+    others a MERGE or the staged apply; keyless tables ``merge.keyless``."""
+    target = change.target
+    lower, upto_ts, label = change.lower, change.upto_ts, change.label
+    if change.after_ts is None and upto_ts <= target.watermark:
         return FlushResult(label, lower, upto_ts, False)
-    properties = {**summary, RESOLVED_TS_PROPERTY: str(upto_ts)}
+    properties = change.properties()
     merged = False
     head = None
-    if has_rows_in_range:
-        head = ji.load(target.namespace, target.name).currentSnapshot()
-    if has_rows_in_range and not target.keys_required:
-        _apply_keyless(spark, ji, catalog, events, upstream_schema, upstream_table, target, lower, upto_ts,
-                       properties)
+    if change.has_rows:
+        jtable = ji.load(target.namespace, target.name)
+        if appendable(jtable, change) is not None:
+            return append_tables(spark, ji, catalog, events, [change], parallelism)[0]
+        head = jtable.currentSnapshot()
+    if change.has_rows and not target.keys_required:
+        _apply_keyless(spark, ji, catalog, events, change.upstream_schema, change.upstream_table, target, lower,
+                       upto_ts, properties)
         merged = True
-    elif has_rows_in_range:
-        source = change_set(events, upstream_schema, upstream_table, lower, upto_ts, target.columns, target.keys,
-                            always_sent)
-        staged = can_stage(target, always_sent, row_events) and apply_staged(
+    elif change.has_rows:
+        source = change.source(events)
+        always_sent = change.always_sent
+        staged = can_stage(target, always_sent, change.row_events) and apply_staged(
             spark, ji, catalog, target, source, properties)
         if not staged:
             view = f"_lakehouse_changes_{next(_view_ids)}"

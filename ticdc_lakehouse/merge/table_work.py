@@ -15,7 +15,8 @@ from typing import Optional
 from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY
 from ticdc_lakehouse.iceberg.tables import CREATED_FROM_PROPERTY, TargetTable, create_table, schema_from_row_types
 from ticdc_lakehouse.merge.table_events import table_rows
-from ticdc_lakehouse.merge.flush import FlushResult, flush_table
+from ticdc_lakehouse.merge.change_range import ChangeRange, FlushResult
+from ticdc_lakehouse.merge.flush import flush_table
 from ticdc_lakehouse.merge.plan import TableKey, table_key
 from ticdc_lakehouse.merge.run_state import RunContext, holding
 from ticdc_lakehouse.merge.staged_stats import TableStats, columns_sent
@@ -26,10 +27,10 @@ from ticdc_lakehouse.core.mysql_types import column_doc, iceberg_type, parse_typ
 log = logging.getLogger(__name__)
 
 
-def flush(ctx: RunContext, schema: str, table: str, upto_ts: int, create_missing: bool = True
-          ) -> Optional[FlushResult]:
-    """Merge the table's rows below ``upto_ts`` (inclusive), unless it is halted below that; None when there
-    is no table to merge into.
+def change_range(ctx: RunContext, schema: str, table: str, upto_ts: int, create_missing: bool = True
+                 ) -> Optional[ChangeRange]:
+    """The table and range a flush of its rows below ``upto_ts`` (inclusive) applies, unless it is halted below
+    that; None when there is no table to merge into.
 
     ``create_missing``: a table with rows but no CREATE TABLE seen is created from the rows' types (only for
     the final flush: before a DDL, a missing table is the one the DDL is about to create)."""
@@ -53,31 +54,42 @@ def flush(ctx: RunContext, schema: str, table: str, upto_ts: int, create_missing
     lower = target.watermark if after_ts is None else after_ts
     rows_in_range = has_rows(ctx, key, lower, upto_ts) if stats else False
     names = (stats.schema, stats.table) if stats else (schema, table)
+    return ChangeRange(
+        target, *names, upto_ts, rows_in_range, ctx.summary(), after_ts=after_ts,
+        always_sent=columns_sent(stats.layouts, ctx.added_in_run.get(key)) if stats else frozenset(),
+        row_events=stats.rows if stats else None,
+    )
 
-    def apply(events, upto: int) -> FlushResult:
-        return flush_table(
-            ctx.spark, ctx.ji, ctx.settings.catalog_name, events, *names, target, upto, rows_in_range,
-            ctx.summary(), after_ts=after_ts,
-            always_sent=columns_sent(stats.layouts, ctx.added_in_run.get(key)) if stats else frozenset(),
-            row_events=stats.rows if stats else None,
-        )
 
+def flush(ctx: RunContext, schema: str, table: str, upto_ts: int, create_missing: bool = True
+          ) -> Optional[FlushResult]:
+    """Merge the table's rows below ``upto_ts`` (see ``change_range``); None when there is no table."""
+    change = change_range(ctx, schema, table, upto_ts, create_missing)
+    if change is None:
+        return None
     started = time.monotonic()
     try:
-        result = apply(ctx.events, upto_ts)
+        result = flush_table(ctx.spark, ctx.ji, ctx.settings.catalog_name, ctx.events, change)
     except Exception as exc:  # a value the table cannot store exactly: nothing was committed
         if not is_invalid_value_failure(exc):
             raise
         log.warning("%s.%s: %s", schema, table, reason_of(exc))
-        events, upto_ts = set_aside_invalid(ctx, *names, target, lower, upto_ts, holding(ctx.settings))
-        result = apply(events, upto_ts)
+        events, upto = set_aside_invalid(ctx, change.upstream_schema, change.upstream_table, change.target,
+                                         change.lower, change.upto_ts, holding(ctx.settings))
+        result = flush_table(ctx.spark, ctx.ji, ctx.settings.catalog_name, events, change.with_range(upto))
+    record(ctx, result, table_key(schema, table), time.monotonic() - started)
+    return result
+
+
+def record(ctx: RunContext, result: FlushResult, key: TableKey, seconds: float) -> None:
+    """Count a flush's rows in the run's report."""
+    stats = ctx.row_stats.get(key)
     if result.merged and ctx.report is not None:
         if result.table not in ctx.report.tables_merged:
             ctx.report.tables_merged.append(result.table)
-        ctx.report.count_apply(result.table, result.written, result.removed, time.monotonic() - started)
+        ctx.report.count_apply(result.table, result.written, result.removed, seconds)
         if stats:
             ctx.report.tables[result.table]["events"] = dict(stats.ops)
-    return result
 
 
 def has_rows(ctx: RunContext, key: TableKey, lower: int, upto_ts: int) -> bool:

@@ -17,6 +17,7 @@ POINTS = (
     "land.after_rename",  # the segment has its final name; the consumer group offset is not committed yet
     "backfill.after_landing",  # the archive is landed; nothing merged
     "merge.after_table_commit",  # one table's MERGE (or DDL) committed; the others not yet
+    "merge.before_append_commits",  # the data files of the tables new to the lake written; none committed
     "merge.after_ddl",  # a DDL applied inside a barrier; rows after it not merged yet
     "merge.before_checkpoint",  # every table committed; the checkpoint not written
     "merge.after_checkpoint",  # the checkpoint written; the cut not tagged yet

@@ -1,0 +1,146 @@
+"""Tables new to the lake are written by one Spark job and committed one snapshot each (merge/batch_write.py,
+merge/table_commit.py): the same rows and types as the MERGE path, one commit per table, crash-safe."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.lake_helpers import assert_lake_equals_upstream, backfill_open_protocol_runs, create_app_table, lake_rows
+from ticdc_lakehouse.core.model import DELETE, INSERT, UPDATE, Position, ResolvedEvent, RowChange
+from ticdc_lakehouse.sim.workload import Workload, write_to_archive
+
+pytestmark = pytest.mark.spark
+ROOT = Path(__file__).resolve().parents[1]
+AT = Position("t", 0, 0)
+
+
+def _workload(seed: int = 5) -> Workload:
+    """The sample tables (decimals, unsigned bigint, datetimes, enums, sets, JSON, blobs) created in the stream,
+    and changes of every kind: every table is new to the lake in the run."""
+    workload = Workload(seed=seed, partitions=3)
+    workload.create_sample_tables()
+    workload.resolve(final=True)
+    for i in range(40):
+        workload.transaction(4)
+        if i % 5 == 4:
+            workload.resolve()
+    workload.resolve(final=True)
+    return workload
+
+
+def _backfill(spark, home: Path, catalog: str, archive: Path):
+    from ticdc_lakehouse.runtime.config import load_settings
+    from ticdc_lakehouse.commands.pipeline import backfill
+    from ticdc_lakehouse.runtime.spark_session import use_catalog
+
+    settings = load_settings(env={"LAKEHOUSE_HOME": str(home), "LAKEHOUSE__CATALOG__NAME": catalog})
+    use_catalog(spark, settings)
+    return backfill(settings, archive, protocol="open", spark=spark)
+
+
+def _snapshot_ops(spark, name: str) -> list[tuple[str, str]]:
+    return [(r["operation"], r["ts"]) for r in spark.sql(
+        f"SELECT operation, summary['tidb.resolved-ts'] AS ts FROM {name}.snapshots ORDER BY committed_at").collect()]
+
+
+def test_new_tables_take_one_write_job_and_equal_the_merge_path(spark_session, tmp_path, monkeypatch):
+    import pyarrow.parquet as pq
+
+    from ticdc_lakehouse.merge import batch_flush, table_commit
+
+    workload = _workload()
+    archive = tmp_path / "archive"
+    write_to_archive(workload, archive, "ticdc", "open")
+    cut = workload.global_resolved_ts()
+
+    report = _backfill(spark_session, tmp_path / "appended", "batch_a", archive)
+    assert_lake_equals_upstream(spark_session, workload, cut)
+    appended = {name: spark_session.table(f"batch_a.{name}") for name in workload.expected_json(cut)}
+    for name in appended:
+        # created (empty snapshot), then one append carrying the watermark: no branch, MERGE or marker commit
+        assert _snapshot_ops(spark_session, f"batch_a.{name}")[1:] == [("append", str(cut))], name
+    assert report["merge"]["tables"], "the report counts the rows written"
+
+    with monkeypatch.context() as patched:  # the same archive the MERGE way
+        for module in (table_commit, batch_flush):
+            patched.setattr(module, "appendable", lambda jtable, change: None)
+        _backfill(spark_session, tmp_path / "merged", "batch_m", archive)
+    for name, frame in appended.items():
+        merged = spark_session.table(f"batch_m.{name}")
+        assert frame.schema == merged.schema, name
+        key = [frame.columns[0]] + ([frame.columns[1]] if name.endswith("order_items") else [])
+        assert frame.orderBy(*key).collect() == merged.orderBy(*key).collect(), name
+        assert report["merge"]["tables"][name]["written"] == merged.count()
+        # rows sit in the buckets Iceberg's own writer puts them in (a wrong bucket hides a row from key lookups)
+        buckets = "SELECT partition, sum(record_count) AS n FROM {}.files GROUP BY partition ORDER BY partition"
+        assert lake_rows(spark_session, buckets.format(f"batch_a.{name}")) == \
+            lake_rows(spark_session, buckets.format(f"batch_m.{name}")), name
+
+    # the files as any Iceberg reader sees them: pyiceberg reads the same values and types
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    catalog = SqlCatalog("batch_a", uri=f"sqlite:///{tmp_path / 'appended' / 'catalog.db'}",
+                         warehouse=str(tmp_path / "appended" / "warehouse"))
+    for name in appended:
+        table = catalog.load_table(name)
+        read = table.scan().to_arrow()
+        merged_files = [t.file.file_path for t in catalog.load_table(name).scan().plan_files()]
+        assert merged_files and all(path.endswith("-lakehouse.parquet") for path in merged_files)
+        reference = spark_session.table(f"batch_m.{name}").toArrow()
+        order = [(c, "ascending") for c in reference.column_names[:2]]
+        assert read.sort_by(order).to_pylist() == reference.sort_by(order).to_pylist(), name
+        footer = pq.ParquetFile(merged_files[0].removeprefix("file:")).schema_arrow
+        assert all(f.metadata and b"PARQUET:field_id" in f.metadata for f in footer), name
+
+
+def row(ts, op, image, table="a"):
+    before = image if op == DELETE else None
+    after = None if op == DELETE else image
+    return RowChange("app", table, ts, op, after, before, ("id",), {"id": "int", "v": "varchar(9)", "w": "varchar(9)"},
+                     AT)
+
+
+def test_a_table_with_rows_updates_and_deletes_after_its_first_append(spark, settings, tmp_path):
+    first = [*create_app_table(AT), row(110, INSERT, {"id": "1", "v": "a", "w": "b"}),
+             row(111, INSERT, {"id": "2", "v": "c", "w": "d"}), row(112, INSERT, {"id": "3", "v": "x", "w": "y"}),
+             row(113, DELETE, {"id": "3"}), ResolvedEvent(200, AT)]
+    second = [row(210, UPDATE, {"id": "1", "v": "a2", "w": "b2"}), row(211, DELETE, {"id": "2"}),
+              row(212, INSERT, {"id": "3", "v": "e", "w": None}), ResolvedEvent(300, AT)]
+    backfill_open_protocol_runs(spark, settings, tmp_path / "archive", first)
+    assert lake_rows(spark, "SELECT * FROM app.a ORDER BY id") == [
+        {"id": 1, "v": "a", "w": "b"}, {"id": 2, "v": "c", "w": "d"}]
+    assert _snapshot_ops(spark, "app.a") == [("append", "101"), ("append", "200")]
+    backfill_open_protocol_runs(spark, settings, tmp_path / "archive", second)
+    assert lake_rows(spark, "SELECT * FROM app.a ORDER BY id") == [
+        {"id": 1, "v": "a2", "w": "b2"}, {"id": 3, "v": "e", "w": None}]
+    assert lake_rows(spark, "SELECT * FROM app.a VERSION AS OF "
+                            f"{spark.sql('SELECT snapshot_id FROM app.a.snapshots ORDER BY committed_at').collect()[1][0]}"
+                            " ORDER BY id") == [{"id": 1, "v": "a", "w": "b"}, {"id": 2, "v": "c", "w": "d"}]
+
+
+def test_a_crash_between_the_write_job_and_the_commits_reruns_to_the_same_tables(spark_session, tmp_path):
+    workload = _workload(seed=9)
+    archive = tmp_path / "archive"
+    write_to_archive(workload, archive, "ticdc", "open")
+    cut = workload.global_resolved_ts()
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE")}
+    env.update(LAKEHOUSE_HOME=str(home), LAKEHOUSE__CATALOG__NAME="batch_crash",
+               LAKEHOUSE_FAULT_POINT="merge.before_append_commits")
+    killed = subprocess.run(
+        [sys.executable, "-m", "ticdc_lakehouse.commands.cli", "backfill", "--archive", str(archive), "--protocol", "open"],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    written = list((home / "warehouse").rglob("*-lakehouse.parquet"))
+    assert written, "the job wrote the files before the crash"
+    _backfill(spark_session, home, "batch_crash", archive)
+    assert_lake_equals_upstream(spark_session, workload, cut)
+    for name in workload.expected_json(cut):
+        assert _snapshot_ops(spark_session, f"batch_crash.{name}")[1:] == [("append", str(cut))], name
+        referenced = {r[0] for r in spark_session.sql(f"SELECT file_path FROM batch_crash.{name}.files").collect()}
+        assert not referenced & {f"file:{p}" for p in written} and not referenced & {str(p) for p in written}

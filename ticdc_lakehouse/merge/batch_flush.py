@@ -1,0 +1,61 @@
+"""The final flush's first step: every table whose lake copy holds no rows, written by one Spark job.
+
+Why: see ``batch_write``. The run's other tables (rows already in the lake, keyless, only a watermark to move)
+keep the per-table flush (``engine.flush_concurrently``) after this step.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Optional
+
+from ticdc_lakehouse.merge import table_work
+from ticdc_lakehouse.merge.change_range import ChangeRange
+from ticdc_lakehouse.merge.plan import table_key
+from ticdc_lakehouse.merge.table_commit import append_tables, appendable
+from ticdc_lakehouse.merge.value_checks import is_invalid_value_failure, reason_of
+
+log = logging.getLogger(__name__)
+
+
+def flush_empty_tables(ctx, tables: list[tuple[str, str]], upto_ts: int, parallelism: int,
+                       say: Optional[Callable[[str], None]] = None) -> list[tuple[str, str]]:
+    """Apply, up to ``upto_ts``, the rows of every table of ``tables`` that holds none in the lake yet (see
+    ``table_commit.appendable``) with one write job and one commit per table; returns the tables left for the
+    per-table flush. When the job fails on a value a table cannot store, nothing is committed and every table is
+    left to the per-table flush, which sets the value aside table by table."""
+    with_rows = [name for name in tables if table_key(*name) in ctx.row_stats]
+    if len(with_rows) < 2:
+        return tables  # one table: its own flush takes the append path just as well
+
+    def plan(name: tuple[str, str]) -> Optional[ChangeRange]:
+        change = table_work.change_range(ctx, name[0], name[1], upto_ts)
+        if change is None or (change.after_ts is None and change.upto_ts <= change.target.watermark):
+            return None
+        jtable = ctx.ji.load(change.target.namespace, change.target.name)
+        return change if appendable(jtable, change) is not None else None
+
+    with ThreadPoolExecutor(max_workers=max(1, min(parallelism, len(with_rows))), thread_name_prefix="plan") as pool:
+        planned = list(pool.map(plan, with_rows))
+    chosen = {name: change for name, change in zip(with_rows, planned) if change is not None}
+    if not chosen:
+        return tables
+    started = time.monotonic()
+    try:
+        results = append_tables(ctx.spark, ctx.ji, ctx.settings.catalog_name, ctx.events, list(chosen.values()),
+                                parallelism)
+    except Exception as exc:
+        if not is_invalid_value_failure(exc):
+            raise
+        log.warning("writing %d table(s) in one job failed on a value (%s): applying them one by one",
+                    len(chosen), reason_of(exc))
+        return tables
+    seconds = time.monotonic() - started
+    for name, result in zip(chosen, results):
+        table_work.record(ctx, result, table_key(*name), seconds / len(chosen))
+    if say is not None:
+        rows = sum(result.written for result in results)
+        say(f"applied {len(chosen)} table(s) new to the lake in one write job: {rows:,} row(s) in {seconds:.1f} s")
+    return [name for name in tables if name not in chosen]

@@ -1,0 +1,218 @@
+"""Many empty tables' changes written by one Spark job, each table committed by the driver in one snapshot.
+
+Why: a backfill or a fresh changefeed creates its tables in the run, and most of them have a few changes. Applied
+one by one, each pays a MERGE's chain of Spark jobs and catalog commits (about a second), so a run's cost grew
+with its number of tables, not with its changes. A table whose lake copy holds no rows needs no join: its change
+set (the same typed ``changes.change_set`` the MERGE reads, so every value conversion and check is Spark's)
+collapsed to the last change per key, minus the keys whose last change is a delete, is exactly what a MERGE
+would insert. So:
+
+1. per table, the typed images go through ``mapInArrow`` to a task-side writer that writes Parquet files with
+   the table's Iceberg field ids, one per (task, partition bucket), into the table's data location, and returns
+   one small row per file (table, path, bucket);
+2. the tables' file lists are unioned and run as one job: only file paths reach the driver, never rows;
+3. the driver commits each table's files in one append whose snapshot carries the watermark and the run's
+   summary (see ``table_commit``), tables in parallel.
+
+The bucket of each row is Iceberg's own ``system.bucket`` function, evaluated by Spark, so files are split
+exactly as Iceberg partitions. A crash between the job and a table's commit leaves only unreferenced files
+(orphans, which ``lakehouse maintain`` removes); the rerun writes the table again, or skips it when its watermark
+already reached the cut. A value the table cannot store fails the job before any commit: the caller then applies
+each table the ordinary way, which sets the value aside (``value_checks``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any, Iterator, Optional, Sequence
+
+from ticdc_lakehouse.core.sql_names import quote
+from ticdc_lakehouse.merge.changes import OP
+
+#: the column of a table's typed images holding its Iceberg partition bucket (absent: unpartitioned)
+BUCKET = "_lakehouse_bucket"
+#: at most this many tables' change sets planned into one job (a union of thousands of plans is slow to analyse)
+TABLES_PER_JOB = 64
+#: the rows the writer job returns: one per data file written
+FILE_SCHEMA = "table_index int, path string, bucket int"
+
+
+@dataclass(frozen=True)
+class ArrowColumn:
+    """One Parquet column as the table's current Iceberg schema defines it."""
+
+    name: str
+    field_id: int
+    required: bool
+
+
+@dataclass(frozen=True)
+class TableLayout:
+    """Where and how one table's data files are written, read from the table on the driver."""
+
+    data_dir: str  # the table's data location, ending with "/"
+    columns: tuple[ArrowColumn, ...]
+    #: (Iceberg partition field name, source column, bucket count) or None for an unpartitioned table
+    bucket: Optional[tuple[str, str, int]]
+    compression: str = "zstd"
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    """A data file the job wrote: not part of any table until the driver commits it."""
+
+    table_index: int
+    path: str
+    bucket: Optional[int]
+
+
+def table_layout(jtable) -> Optional[TableLayout]:
+    """The layout of a table the append path can write, or None (a partition spec other than none or one
+    ``bucket[N]`` of a column, or a column type the writer does not map)."""
+    schema = jtable.schema()
+    columns = []
+    for field in schema.columns():
+        if not field.type().isPrimitiveType():
+            return None
+        columns.append(ArrowColumn(str(field.name()), int(field.fieldId()), bool(field.isRequired())))
+    spec = jtable.spec()
+    fields = list(spec.fields())
+    bucket = None
+    if len(fields) > 1:
+        return None
+    if fields:
+        transform = str(fields[0].transform().toString())
+        if not transform.startswith("bucket["):
+            return None
+        source = schema.findColumnName(fields[0].sourceId())
+        bucket = (str(fields[0].name()), str(source), int(transform[len("bucket["):-1]))
+    probe = str(jtable.locationProvider().newDataLocation("probe"))
+    codec = str(jtable.properties().getOrDefault("write.parquet.compression-codec", "zstd")).lower()
+    return TableLayout(probe[: -len("probe")], tuple(columns), bucket, codec)
+
+
+def images(source, catalog: str, target_columns: Sequence[str], layout: TableLayout):
+    """The rows a MERGE would insert into an empty table: the last image of every key whose last change is not a
+    delete, every column of the table in its order, and the Iceberg bucket of the row (``BUCKET``)."""
+    from pyspark.sql import functions as F
+
+    rows = source.filter(F.col(OP) != "D").select(*[F.col(quote(name)) for name in target_columns])
+    if layout.bucket is None:
+        return rows
+    _, column, count = layout.bucket
+    return rows.withColumn(BUCKET, F.expr(f"{quote(catalog)}.system.bucket({count}, {quote(column)})"))
+
+
+def _filesystem(path: str, s3_options: dict[str, str]):
+    """(pyarrow filesystem, path within it) of a data file location."""
+    from pyarrow import fs
+
+    for scheme in ("s3://", "s3a://", "s3n://"):
+        if path.startswith(scheme):
+            return fs.S3FileSystem(**s3_options), path[len(scheme):]
+    if path.startswith("file:"):
+        path = path[len("file:"):]
+        while path.startswith("//"):
+            path = path[1:]
+    return fs.LocalFileSystem(), path
+
+
+def file_writer(table_index: int, layout: TableLayout, s3_options: dict[str, str]):
+    """The ``mapInArrow`` function of one table: writes the task's rows, one Parquet file per bucket, and yields
+    one ``FILE_SCHEMA`` row per file. Runs in the executors."""
+
+    def write(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        writers: dict[Optional[int], tuple[Any, str, Any]] = {}
+        schema = None
+        try:
+            for batch in batches:
+                if batch.num_rows == 0:
+                    continue
+                if schema is None:
+                    schema = _parquet_schema(batch.schema, layout)
+                buckets: list[Optional[int]] = [None]
+                if layout.bucket is not None:
+                    buckets = pc.unique(batch.column(BUCKET)).to_pylist()
+                for bucket in buckets:
+                    part = batch if bucket is None else batch.filter(pc.equal(batch.column(BUCKET), bucket))
+                    part = part.select([c.name for c in layout.columns])
+                    if bucket not in writers:
+                        directory = layout.data_dir
+                        if layout.bucket is not None:
+                            directory += f"{layout.bucket[0]}={bucket}/"
+                        path = f"{directory}{uuid.uuid4().hex}-lakehouse.parquet"
+                        filesystem, inner = _filesystem(path, s3_options)
+                        if not path.startswith(("s3://", "s3a://", "s3n://")):
+                            filesystem.create_dir(inner.rsplit("/", 1)[0], recursive=True)
+                        stream = filesystem.open_output_stream(inner)
+                        writer = pq.ParquetWriter(stream, schema, compression=layout.compression,
+                                                  store_decimal_as_integer=True, write_statistics=True)
+                        writers[bucket] = (writer, path, stream)
+                    writers[bucket][0].write_table(pa.Table.from_batches([part]).cast(schema))
+        finally:
+            for writer, _, stream in writers.values():
+                writer.close()
+                stream.close()
+        if writers:
+            yield pa.RecordBatch.from_pylist(
+                [{"table_index": table_index, "path": path, "bucket": bucket}
+                 for bucket, (_, path, _) in writers.items()],
+                schema=pa.schema([("table_index", pa.int32()), ("path", pa.string()), ("bucket", pa.int32())]))
+
+    return write
+
+
+def _parquet_schema(arrow_schema, layout: TableLayout):
+    """The Arrow schema of the written files: the table's columns in order, each with its Iceberg field id and
+    its required flag (Spark's own Arrow types: ``timestamp_ntz`` has no zone, ``timestamp`` is UTC)."""
+    import pyarrow as pa
+
+    fields = []
+    for column in layout.columns:
+        source = arrow_schema.field(column.name)
+        kind = source.type
+        if pa.types.is_large_string(kind):
+            kind = pa.string()
+        elif pa.types.is_large_binary(kind):
+            kind = pa.binary()
+        fields.append(pa.field(column.name, kind, nullable=not column.required,
+                               metadata={b"PARQUET:field_id": str(column.field_id).encode()}))
+    return pa.schema(fields)
+
+
+def write_files(frames: Sequence[tuple[Any, TableLayout]], s3_options: dict[str, str]) -> list[WrittenFile]:
+    """Write every table's images (``images``) in one Spark job; the files written, per table index (the position
+    in ``frames``). Nothing is committed."""
+    if not frames:
+        return []
+    union = None
+    for index, (frame, layout) in enumerate(frames):
+        files = frame.mapInArrow(file_writer(index, layout, s3_options), FILE_SCHEMA)
+        union = files if union is None else union.unionAll(files)
+    return [WrittenFile(int(r["table_index"]), str(r["path"]), None if r["bucket"] is None else int(r["bucket"]))
+            for r in union.collect()]
+
+
+def s3_options_of(spark, catalog: str) -> dict[str, str]:
+    """pyarrow ``S3FileSystem`` options matching the catalog's ``S3FileIO`` settings (endpoint, region, path
+    style); credentials come from the AWS environment, as for the catalog."""
+    conf = spark.conf
+    prefix = f"spark.sql.catalog.{catalog}."
+    options: dict[str, str] = {}
+    endpoint = conf.get(prefix + "s3.endpoint", None)
+    if endpoint:
+        scheme, _, rest = endpoint.rpartition("://")
+        options["endpoint_override"] = rest or endpoint
+        if scheme:
+            options["scheme"] = scheme
+    region = conf.get(prefix + "client.region", None)
+    if region:
+        options["region"] = region
+    if (conf.get(prefix + "s3.path-style-access", None) or "").lower() == "true":
+        options["force_virtual_addressing"] = False  # type: ignore[assignment]
+    return options
