@@ -51,7 +51,7 @@ def _snapshot_ops(spark, name: str) -> list[tuple[str, str]]:
 def test_new_tables_take_one_write_job_and_equal_the_merge_path(spark_session, tmp_path, monkeypatch):
     import pyarrow.parquet as pq
 
-    from ticdc_lakehouse.merge import batch_flush, table_commit
+    from ticdc_lakehouse.merge import batch_flush, flush, table_commit
 
     workload = _workload()
     archive = tmp_path / "archive"
@@ -67,7 +67,7 @@ def test_new_tables_take_one_write_job_and_equal_the_merge_path(spark_session, t
     assert report["merge"]["tables"], "the report counts the rows written"
 
     with monkeypatch.context() as patched:  # the same archive the MERGE way
-        for module in (table_commit, batch_flush):
+        for module in (table_commit, batch_flush, flush):
             patched.setattr(module, "appendable", lambda jtable, change: None)
         _backfill(spark_session, tmp_path / "merged", "batch_m", archive)
     for name, frame in appended.items():
