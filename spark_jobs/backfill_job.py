@@ -18,14 +18,11 @@ from typing import Optional, Sequence
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="backfill_job.py", description=__doc__.split("\n\n")[0])
+    from ticdc_lakehouse.runtime.job_runner import job_parser
+
+    parser = job_parser(
+        "backfill_job.py", __doc__, app_name="lakehouse-backfill", verb="land into", messages="archived")
     parser.add_argument("--archive", required=True, help="directory with <topic>-<partition>/<offset>.log files")
-    parser.add_argument("--changefeed", help="changefeed to land into (default: the only/first configured one)")
-    parser.add_argument("--protocol", help="protocol of the archived messages (default: the changefeed's)")
-    parser.add_argument("--stop-ts", type=int, help="merge no further than this TSO")
-    parser.add_argument("--config", help="config file (default: $LAKEHOUSE_CONFIG or conf/lakehouse.toml)")
-    parser.add_argument("--result-file", help="also write the JSON result here")
-    parser.add_argument("--app-name", default="lakehouse-backfill")
     return parser
 
 

@@ -18,14 +18,9 @@ from typing import Optional, Sequence
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="merge_job.py", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--changefeed", help="changefeed to merge (default: the only/first configured one)")
-    parser.add_argument("--protocol", help="protocol of the landed messages (default: the changefeed's)")
-    parser.add_argument("--stop-ts", type=int, help="merge no further than this TSO")
-    parser.add_argument("--config", help="config file (default: $LAKEHOUSE_CONFIG or conf/lakehouse.toml)")
-    parser.add_argument("--result-file", help="also write the JSON result here")
-    parser.add_argument("--app-name", default="lakehouse-merge")
-    return parser
+    from ticdc_lakehouse.runtime.job_runner import job_parser
+
+    return job_parser("merge_job.py", __doc__, app_name="lakehouse-merge", verb="merge", messages="landed")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

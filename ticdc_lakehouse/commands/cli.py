@@ -39,13 +39,15 @@ def _format(args: argparse.Namespace) -> str:
     return chosen
 
 
-def _print_result(args: argparse.Namespace, result: dict) -> None:
+def _report(args: argparse.Namespace, result: dict) -> int:
+    """Print a pipeline result (summary text or JSON, per --format); the exit code is 1 when it is not ``ok``."""
     if _format(args) == "json":
         print(json.dumps(result, default=str, indent=2))
     else:
         from ticdc_lakehouse.commands.summary import render_summary
 
         print(render_summary(result))
+    return 0 if result.get("ok", True) else 1
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
@@ -103,8 +105,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     preflight(settings, args.changefeed, args.protocol, archive=Path(args.archive))
     result = backfill(settings, Path(args.archive), changefeed=args.changefeed, protocol=args.protocol,
                       stop_ts=args.stop_ts, progress=_progress(args))
-    _print_result(args, result)
-    return 0 if result.get("ok", True) else 1
+    return _report(args, result)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -113,8 +114,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     settings = _settings(args)
     preflight(settings, args.changefeed, kafka=True)
     result = run_cycle(settings, changefeed=args.changefeed, progress=_progress(args))
-    _print_result(args, result)
-    return 0 if result.get("ok", True) else 1
+    return _report(args, result)
 
 
 def cmd_land(args: argparse.Namespace) -> int:
@@ -134,8 +134,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     preflight(settings, args.changefeed, args.protocol)
     result = merge(settings, changefeed=args.changefeed, protocol=args.protocol, stop_ts=args.stop_ts,
                    progress=_progress(args))
-    _print_result(args, result)
-    return 0 if result.get("ok", True) else 1
+    return _report(args, result)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -158,16 +157,22 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     return 0 if result.get("ok", True) else 1
 
 
+def _acted(count: int, done: str, nothing: str) -> int:
+    """An operator action's outcome: ``done`` when it changed something, else ``nothing`` on stderr and exit 1."""
+    if count == 0:
+        print(nothing, file=sys.stderr)
+        return 1
+    print(done)
+    return 0
+
+
 def cmd_resume(args: argparse.Namespace) -> int:
     from ticdc_lakehouse.commands.pipeline import resume_table
 
     action = "skip" if args.skip_ddl else "retry"
     count = resume_table(_settings(args), args.table, action, changefeed=args.changefeed)
-    if count == 0:
-        print(f"{args.table} is not halted", file=sys.stderr)
-        return 1
-    print(f"{args.table}: halt resolved ({action}); the next merge run continues it")
-    return 0
+    return _acted(count, f"{args.table}: halt resolved ({action}); the next merge run continues it",
+                  nothing=f"{args.table} is not halted")
 
 
 def cmd_create_tables(args: argparse.Namespace) -> int:
@@ -197,11 +202,8 @@ def cmd_skip_message(args: argparse.Namespace) -> int:
     from ticdc_lakehouse.commands.pipeline import skip_message
 
     count = skip_message(_settings(args), args.position, changefeed=args.changefeed)
-    if count == 0:
-        print(f"no partition (nor table, at a row) is held at {args.position}", file=sys.stderr)
-        return 1
-    print(f"{args.position}: skipped; the next merge run sends it to the dead-letter table and goes on")
-    return 0
+    return _acted(count, f"{args.position}: skipped; the next merge run sends it to the dead-letter table and goes on",
+                  nothing=f"no partition (nor table, at a row) is held at {args.position}")
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -53,6 +53,12 @@ def cut_time(tso: int) -> str:
     return f"{iso[:23].replace('T', ' ')} UTC" if iso else "time unknown"
 
 
+def _offset_range(item: Mapping[str, Any]) -> str:
+    """A landing damage report (data loss, a quarantined segment): where it is and why."""
+    return (f"{item.get('topic')}/{item.get('partition')} offsets [{item.get('start')}, {item.get('end')}): "
+            f"{item.get('reason')}")
+
+
 def render_summary(result: Mapping[str, Any]) -> str:
     """The summary of a pipeline result (``pipeline.backfill``/``run_cycle``/``merge``)."""
     merge = result.get("merge") or {}
@@ -90,12 +96,9 @@ def render_summary(result: Mapping[str, Any]) -> str:
                      f"(lakehouse skip-message {held['topic']}/{held['partition']}/{held['offset']})")
     for table in merge.get("pending_tables") or []:
         lines.append(f"pending {table}: rows without a schema yet, kept for the next run")
-    for loss in landing.get("data_loss") or []:
-        lines.append(f"DATA LOSS {loss.get('topic')}/{loss.get('partition')} offsets "
-                     f"[{loss.get('start')}, {loss.get('end')}): {loss.get('reason')}")
-    for moved in merge.get("quarantined") or []:
-        lines.append(f"QUARANTINED landed segment {moved.get('topic')}/{moved.get('partition')} offsets "
-                     f"[{moved.get('start')}, {moved.get('end')}): {moved.get('reason')}; moved to {moved.get('file')}")
+    lines += [f"DATA LOSS {_offset_range(loss)}" for loss in landing.get("data_loss") or []]
+    lines += [f"QUARANTINED landed segment {_offset_range(moved)}; moved to {moved.get('file')}"
+              for moved in merge.get("quarantined") or []]
     for key, ranges in (merge.get("missing") or {}).items():
         lines.append(f"NOT LANDED {key} offsets " + ", ".join(f"[{a}, {b})" for a, b in ranges)
                      + ": merged up to the first of them only (lakehouse status)")

@@ -22,6 +22,8 @@ from typing import NamedTuple, Optional, Union
 INSERT = "I"
 UPDATE = "U"
 DELETE = "D"
+#: the ops by the statement name TiCDC's JSON protocols write (Simple's ``type``, Canal-JSON's ``type``)
+OPS_BY_NAME = {"INSERT": INSERT, "UPDATE": UPDATE, "DELETE": DELETE}
 
 
 class Position(NamedTuple):

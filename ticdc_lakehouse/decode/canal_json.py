@@ -33,21 +33,11 @@ from ticdc_lakehouse.decode.common.converters import Converter, canonical_row, s
 from ticdc_lakehouse.decode.common.ddl_kind import classify_query, schema_of_schema_ddl
 from ticdc_lakehouse.decode.common.type_text import base_type, is_binary_descriptor, normalize_descriptor
 from ticdc_lakehouse.decode.large_messages import LargeMessages
-from ticdc_lakehouse.core.model import (
-    DELETE,
-    INSERT,
-    UPDATE,
-    DDLEvent,
-    DecodeError,
-    Event,
-    Message,
-    ResolvedEvent,
-    RowChange,
-)
+from ticdc_lakehouse.core import model
+from ticdc_lakehouse.core.model import OPS_BY_NAME, DecodeError, Event
 from ticdc_lakehouse.core.values import from_bytes
 
 WATERMARK_TYPE = "TIDB_WATERMARK"
-DML_OPS = {"INSERT": INSERT, "UPDATE": UPDATE, "DELETE": DELETE}
 PHYSICAL_SHIFT = 18  # a TSO is (physical ms << 18) | logical
 
 
@@ -59,7 +49,7 @@ class CanalJsonDecoder:
         self._descriptor_cache: dict[str, tuple[str, Optional[Converter]]] = {}
         self.large = LargeMessages(self.options.large_messages)
 
-    def decode(self, message: Message) -> list[Event]:
+    def decode(self, message: model.Message) -> list[Event]:
         value = message.value
         if not value:
             raise DecodeError(f"{self.name}: empty message value")
@@ -75,7 +65,7 @@ class CanalJsonDecoder:
                 raise DecodeError(f"{self.name}: malformed message: {type(exc).__name__}: {exc}") from exc
         return events
 
-    def _claim_checked(self, location: Any, message: Message, events: list[Event]) -> None:
+    def _claim_checked(self, location: Any, message: model.Message, events: list[Event]) -> None:
         """The row TiCDC moved to claim-check storage: the stored value is the whole (compressed) message."""
         what = f"{self.name} claim-check row"
         if type(location) is not str:
@@ -87,13 +77,13 @@ class CanalJsonDecoder:
                     and document["_tidb"].get("claimCheckLocation"):
                 raise DecodeError(f"{what}: the claim-check file at {location!r} points to another claim check")
             self._decode_document(document, message, stored)
-        if not stored or any(type(event) is not RowChange for event in stored):
+        if not stored or any(type(event) is not model.RowChange for event in stored):
             raise DecodeError(f"{what}: the claim-check file at {location!r} does not hold rows")
         for event in stored:
             event.position = message.position(len(events))
             events.append(event)
 
-    def _decode_document(self, doc: Any, message: Message, events: list[Event]) -> None:
+    def _decode_document(self, doc: Any, message: model.Message, events: list[Event]) -> None:
         if not isinstance(doc, dict):
             raise DecodeError(f"{self.name}: message is not a JSON object")
         tidb = doc.get("_tidb")
@@ -106,10 +96,10 @@ class CanalJsonDecoder:
         if kind == WATERMARK_TYPE:
             if not tidb or "watermarkTs" not in tidb:
                 raise DecodeError(f"{self.name}: TIDB_WATERMARK without _tidb.watermarkTs")
-            events.append(ResolvedEvent(ts=_uint64(tidb["watermarkTs"], "watermarkTs"),
+            events.append(model.ResolvedEvent(ts=_uint64(tidb["watermarkTs"], "watermarkTs"),
                                         position=message.position(len(events))))
             return
-        op = DML_OPS.get(kind)  # type: ignore[arg-type]
+        op = OPS_BY_NAME.get(kind)  # type: ignore[arg-type]
         if op is None:
             raise DecodeError(f"{self.name}: unknown event type {kind!r}")
         if tidb:
@@ -150,9 +140,9 @@ class CanalJsonDecoder:
             converted = self._convert(raw, types, converters, f"row {index} of 'data'")
             after: Optional[dict[str, Optional[str]]] = converted
             before: Optional[dict[str, Optional[str]]] = None
-            if op == DELETE:
+            if op == model.DELETE:
                 after, before = None, converted
-            elif op == UPDATE and index < len(old) and old[index] is not None:
+            elif op == model.UPDATE and index < len(old) and old[index] is not None:
                 changed = self._convert(old[index], types, converters, f"row {index} of 'old'")
                 if changed.keys() == converted.keys():
                     before = changed
@@ -162,7 +152,7 @@ class CanalJsonDecoder:
             image_names = converted.keys() if before is None else converted.keys() | before.keys()
             column_types = dict(types) if image_names == types.keys() else {n: types[n] for n in image_names}
             # positional: measurably faster than keywords for this slotted dataclass
-            events.append(RowChange(schema, table, commit_ts, op, after, before, key_columns, column_types,
+            events.append(model.RowChange(schema, table, commit_ts, op, after, before, key_columns, column_types,
                                     message.position(len(events)), None, None, made_up))
 
     def _plan(self, mysql_types: dict[str, Any]) -> tuple[dict[str, str], dict[str, Converter]]:
@@ -205,7 +195,7 @@ class CanalJsonDecoder:
             self._descriptor_cache[mysql_type] = result
         return result
 
-    def _ddl(self, doc: dict[str, Any], tidb: Optional[dict[str, Any]], position: Any) -> DDLEvent:
+    def _ddl(self, doc: dict[str, Any], tidb: Optional[dict[str, Any]], position: Any) -> model.DDLEvent:
         query = doc.get("sql") or ""
         if not isinstance(query, str):
             raise DecodeError(f"{self.name}: DDL 'sql' is not a string")
@@ -214,7 +204,7 @@ class CanalJsonDecoder:
         if not isinstance(schema, str) or not isinstance(table, str):
             raise DecodeError(f"{self.name}: DDL database/table are not strings")
         hint = doc.get("type")
-        return DDLEvent(
+        return model.DDLEvent(
             schema=schema,
             table=table,
             commit_ts=_commit_ts(doc, tidb),

@@ -42,18 +42,8 @@ from ticdc_lakehouse.decode.common.ddl_kind import OTHER, classify_query
 from ticdc_lakehouse.decode.common.positions import make_position
 from ticdc_lakehouse.decode.common.tidb_ddl_actions import ddl_type_for_action
 from ticdc_lakehouse.decode.common.type_text import build_descriptor, split_escaped_members
-from ticdc_lakehouse.core.model import (
-    DELETE,
-    INSERT,
-    UPDATE,
-    DDLEvent,
-    DecodeError,
-    Event,
-    Message,
-    ResolvedEvent,
-    RowChange,
-    SourceUnavailable,
-)
+from ticdc_lakehouse.core import model
+from ticdc_lakehouse.core.model import DecodeError, Message, RowChange, SourceUnavailable
 from ticdc_lakehouse.core.values import from_bytes, from_decimal
 
 MAGIC_BYTE = 0x00
@@ -67,7 +57,7 @@ TIDB_OP = "_tidb_op"
 TIDB_COMMIT_TS = "_tidb_commit_ts"
 TIDB_CORRUPTED = "_tidb_corrupted"
 EXTENSION_PREFIXES = ("_tidb_", "_ticdc_")
-OPS = {"c": INSERT, "u": UPDATE, "d": DELETE}
+OPS = {"c": model.INSERT, "u": model.UPDATE, "d": model.DELETE}
 
 
 #: tidb_type -> (descriptor, converter name)
@@ -170,7 +160,7 @@ class ConfluentAvroDecoder:
         return writer
 
     # --- decoding --------------------------------------------------------------------------------------------
-    def decode(self, message: Message) -> list[Event]:
+    def decode(self, message: Message) -> list[model.Event]:
         key, value = message.key, message.value
         if not value:
             if not key:
@@ -184,7 +174,7 @@ class ConfluentAvroDecoder:
         if first == CHECKPOINT_BYTE:
             if len(value) != 1 + RESOLVED.size:
                 raise DecodeError(f"avro: watermark message must be 9 bytes, got {len(value)}")
-            return [ResolvedEvent(ts=RESOLVED.unpack_from(value, 1)[0], position=message.position())]
+            return [model.ResolvedEvent(ts=RESOLVED.unpack_from(value, 1)[0], position=message.position())]
         if first == DDL_BYTE:
             return [self._ddl(value, message)]
         if first == GLUE_HEADER_BYTE:
@@ -222,7 +212,7 @@ class ConfluentAvroDecoder:
             if op is None:
                 raise DecodeError(f"avro: unknown _tidb_op {raw_op!r}")
         else:
-            op = UPDATE
+            op = model.UPDATE
         values = writer.convert(record)
         before = None
         for before_field in writer.before_fields:  # newer ticdc: optional before-image record
@@ -230,7 +220,7 @@ class ConfluentAvroDecoder:
             if isinstance(extra, dict):
                 before = _convert(writer, extra)
         after: Optional[dict[str, Optional[str]]] = values
-        if op == DELETE:
+        if op == model.DELETE:
             after, before = None, values
         key_columns: tuple[str, ...] = ()
         if key:
@@ -243,8 +233,8 @@ class ConfluentAvroDecoder:
 
     def _tombstone(self, key: bytes, message: Message) -> RowChange:
         writer, record = self._read(key, "key")
-        return self._row_change(writer, DELETE, None, writer.convert(record), writer.column_names, writer.types, None,
-                                message)
+        return self._row_change(writer, model.DELETE, None, writer.convert(record), writer.column_names, writer.types,
+                                None, message)
 
     def _row_change(
         self,
@@ -263,7 +253,7 @@ class ConfluentAvroDecoder:
                          column_types, make_position(message.topic, message.partition, message.offset, 0), None,
                          None, made_up)
 
-    def _ddl(self, value: bytes, message: Message) -> DDLEvent:
+    def _ddl(self, value: bytes, message: Message) -> model.DDLEvent:
         try:
             doc = orjson.loads(value[1:])
         except orjson.JSONDecodeError as exc:
@@ -279,7 +269,7 @@ class ConfluentAvroDecoder:
         ddl_type = ddl_type_for_action(action, query) if type(action) is int else OTHER
         if ddl_type == OTHER:
             ddl_type = classify_query(query)
-        return DDLEvent(
+        return model.DDLEvent(
             schema=schema,
             table=table,
             commit_ts=commit_ts,

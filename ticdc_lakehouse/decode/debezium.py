@@ -37,6 +37,7 @@ import orjson
 from ticdc_lakehouse.decode import DecoderOptions
 from ticdc_lakehouse.decode.common.converters import Converter, scalar_text, unsigned_or
 from ticdc_lakehouse.decode.common.ddl_kind import classify_query, schema_of_schema_ddl
+from ticdc_lakehouse.decode.common.json_object import json_object
 from ticdc_lakehouse.decode.common.type_text import (
     UINT64_MASK,
     base_type,
@@ -47,23 +48,11 @@ from ticdc_lakehouse.decode.common.type_text import (
     quote_elements,
     split_escaped_members,
 )
-from ticdc_lakehouse.core.model import (
-    DELETE,
-    INSERT,
-    UPDATE,
-    ColumnSchema,
-    DDLEvent,
-    DecodeError,
-    Event,
-    Message,
-    Position,
-    ResolvedEvent,
-    RowChange,
-    TableSchema,
-)
+from ticdc_lakehouse.core import model
+from ticdc_lakehouse.core.model import DecodeError
 from ticdc_lakehouse.core.values import from_decimal
 
-ROW_OPS = {"c": INSERT, "r": INSERT, "u": UPDATE, "d": DELETE}
+ROW_OPS = {"c": model.INSERT, "r": model.INSERT, "u": model.UPDATE, "d": model.DELETE}
 PHYSICAL_SHIFT = 18
 EPOCH = datetime(1970, 1, 1)
 EPOCH_DATE = date(1970, 1, 1)
@@ -107,10 +96,10 @@ class DebeziumDecoder:
         self.options = options or DecoderOptions()
         self._ddl_plans: dict[tuple[str, str], Plan] = {}
 
-    def decode(self, message: Message) -> list[Event]:
+    def decode(self, message: model.Message) -> list[model.Event]:
         if not message.value:
             return []  # Kafka tombstone: no change (the preceding 'd' event carried the delete)
-        value = _load(message.value, "value")
+        value = json_object(message.value, "debezium", "value")
         payload = value.get("payload")
         if not isinstance(payload, dict):
             raise DecodeError(f"{self.name}: value has no 'payload' object")
@@ -122,7 +111,7 @@ class DebeziumDecoder:
                     return [self._ddl(payload, position)]
                 raise DecodeError(f"{self.name}: payload has neither 'op' nor 'ddl'")
             if op == "m":
-                return [ResolvedEvent(ts=_commit_ts(payload), position=position)]
+                return [model.ResolvedEvent(ts=_commit_ts(payload), position=position)]
             row_op = ROW_OPS.get(op)
             if row_op is None:
                 raise DecodeError(f"{self.name}: unknown op {op!r}")
@@ -134,14 +123,14 @@ class DebeziumDecoder:
 
     # --- rows ------------------------------------------------------------------------------------------------
     def _row(
-        self, op: str, payload: dict[str, Any], schema: Any, message: Message, position: Position
-    ) -> RowChange:
+        self, op: str, payload: dict[str, Any], schema: Any, message: model.Message, position: model.Position
+    ) -> model.RowChange:
         source = payload["source"]
         db, table = source["db"], source["table"]
         if not isinstance(db, str) or not isinstance(table, str):
             raise DecodeError(f"{self.name}: source without db/table")
         raw_after, raw_before = payload.get("after"), payload.get("before")
-        if op == DELETE:
+        if op == model.DELETE:
             if not isinstance(raw_before, dict):
                 raise DecodeError(f"{self.name}: delete without 'before'")
             raw_after = None
@@ -149,7 +138,7 @@ class DebeziumDecoder:
             raise DecodeError(f"{self.name}: {op} without 'after'")
         if raw_before is not None and not isinstance(raw_before, dict):
             raise DecodeError(f"{self.name}: 'before' is not an object")
-        if op == INSERT:
+        if op == model.INSERT:
             raw_before = None
         plan = _plan_from_schema(schema)
         if plan is None:
@@ -164,17 +153,17 @@ class DebeziumDecoder:
             column_types = {}
         key_columns: tuple[str, ...] = ()
         if message.key:
-            key = _load(message.key, "key")
+            key = json_object(message.key, "debezium", "key")
             key_payload = key.get("payload")
             if isinstance(key_payload, dict):
                 key_columns = tuple(key_payload)
         # positional: measurably faster than keywords for this slotted dataclass; without source.commit_ts the ts
         # is ts_ms (milliseconds, not one transaction's TSO): made up
-        return RowChange(db, table, _commit_ts(payload), op, after, before, key_columns, column_types, position,
+        return model.RowChange(db, table, _commit_ts(payload), op, after, before, key_columns, column_types, position,
                          None, None, payload["source"].get("commit_ts") is None)
 
     # --- DDL -------------------------------------------------------------------------------------------------
-    def _ddl(self, payload: dict[str, Any], position: Position) -> DDLEvent:
+    def _ddl(self, payload: dict[str, Any], position: model.Position) -> model.DDLEvent:
         query = payload.get("ddl") or ""
         if not isinstance(query, str):
             raise DecodeError(f"{self.name}: 'ddl' is not a string")
@@ -194,7 +183,7 @@ class DebeziumDecoder:
         if kind in ("DROP_TABLE", "DROP_SCHEMA"):
             for key in [k for k in self._ddl_plans if k[0] == schema and (kind == "DROP_SCHEMA" or k[1] == table)]:
                 del self._ddl_plans[key]
-        return DDLEvent(
+        return model.DDLEvent(
             schema=schema,
             table=table,
             commit_ts=_commit_ts(payload),
@@ -206,16 +195,6 @@ class DebeziumDecoder:
 
 
 # --- message parts ----------------------------------------------------------------------------------------------
-
-
-def _load(data: bytes, what: str) -> dict[str, Any]:
-    try:
-        doc = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise DecodeError(f"debezium: invalid JSON {what}: {exc}") from exc
-    if not isinstance(doc, dict):
-        raise DecodeError(f"debezium: {what} is not a JSON object")
-    return doc
 
 
 def _commit_ts(payload: dict[str, Any]) -> int:
@@ -316,9 +295,9 @@ def _converter(descriptor: str, semantic: Optional[str], connect_type: Any, fsp:
     return _generic
 
 
-def _table_from_change(schema: str, table: str, raw: dict[str, Any]) -> tuple[TableSchema, Plan]:
+def _table_from_change(schema: str, table: str, raw: dict[str, Any]) -> tuple[model.TableSchema, Plan]:
     """A ``TableSchema`` and row plan from a ``tableChanges[].table`` object (for schema-less rows)."""
-    columns: list[ColumnSchema] = []
+    columns: list[model.ColumnSchema] = []
     plan: Plan = {}
     for raw_column in raw.get("columns") or ():
         name = raw_column["name"]
@@ -335,7 +314,7 @@ def _table_from_change(schema: str, table: str, raw: dict[str, Any]) -> tuple[Ta
             descriptor = base
         default = raw_column.get("defaultValueExpression")
         columns.append(
-            ColumnSchema(
+            model.ColumnSchema(
                 name=name,
                 mysql_type=descriptor,
                 nullable=bool(raw_column.get("optional", True)),
@@ -347,7 +326,7 @@ def _table_from_change(schema: str, table: str, raw: dict[str, Any]) -> tuple[Ta
         converter = _text if base_type(descriptor) in ("enum", "set") else _converter(descriptor, None, None, fsp)
         plan[name] = (descriptor, converter)
     primary_key = tuple(raw.get("primaryKeyColumnNames") or ())
-    return TableSchema(schema=schema, table=table, columns=tuple(columns), primary_key=primary_key), plan
+    return model.TableSchema(schema=schema, table=table, columns=tuple(columns), primary_key=primary_key), plan
 
 
 def _int(value: Any) -> Optional[int]:

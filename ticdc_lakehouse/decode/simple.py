@@ -52,6 +52,7 @@ from ticdc_lakehouse.decode.common.converters import (
 )
 from ticdc_lakehouse.decode.common.ddl_kind import CREATE_TABLE, classify_query, schema_of_schema_ddl
 from ticdc_lakehouse.decode.common.positions import make_position
+from ticdc_lakehouse.decode.common.json_object import json_object
 from ticdc_lakehouse.decode.common.type_text import (
     UINT64_MASK,
     base_type,
@@ -61,20 +62,8 @@ from ticdc_lakehouse.decode.common.type_text import (
     is_float32_exact,
 )
 from ticdc_lakehouse.decode.large_messages import LargeMessages
-from ticdc_lakehouse.core.model import (
-    DELETE,
-    INSERT,
-    UPDATE,
-    ColumnSchema,
-    DDLEvent,
-    DecodeError,
-    Event,
-    Message,
-    Position,
-    ResolvedEvent,
-    RowChange,
-    TableSchema,
-)
+from ticdc_lakehouse.core import model
+from ticdc_lakehouse.core.model import OPS_BY_NAME, DecodeError, RowChange, TableSchema
 from ticdc_lakehouse.core.values import from_bytes
 
 SCHEMA_FILE = Path(__file__).with_name("simple_message.avsc")
@@ -82,7 +71,6 @@ SCHEMA_FILE = Path(__file__).with_name("simple_message.avsc")
 #: union branch index of ``com.pingcap.simple.avro.Message`` in the top-level union, zigzag-encoded
 AVRO_MESSAGE_BRANCH_BYTE = 0x16
 
-DML_OPS = {"INSERT": INSERT, "UPDATE": UPDATE, "DELETE": DELETE}
 DDL_TYPES = frozenset({"CREATE", "RENAME", "CINDEX", "DINDEX", "ERASE", "TRUNCATE", "ALTER", "QUERY"})
 
 #: how many table schemas one decoder remembers (BOOTSTRAP re-sends them, so forgetting old ones is safe)
@@ -125,13 +113,13 @@ class _SimpleDecoder:
         raise NotImplementedError
 
     # --- decoding --------------------------------------------------------------------------------------------
-    def decode(self, message: Message) -> list[Event]:
+    def decode(self, message: model.Message) -> list[model.Event]:
         """TiCDC compresses the whole value with large-message-handle-compression: undone first."""
         if self.large.compressed and message.value:
             message = dataclasses.replace(message, value=self.large.decompress(message.value, f"{self.name} value"))
         return self._decode(message)
 
-    def _decode(self, message: Message) -> list[Event]:
+    def _decode(self, message: model.Message) -> list[model.Event]:
         value = message.value
         if not value:
             raise DecodeError(f"{self.name}: empty message value")
@@ -141,7 +129,7 @@ class _SimpleDecoder:
             if kind == "DML":
                 return [self._row(fields, position)]
             if kind == "WATERMARK":
-                return [ResolvedEvent(ts=_uint64(fields["commitTs"], "commitTs"), position=position)]
+                return [model.ResolvedEvent(ts=_uint64(fields["commitTs"], "commitTs"), position=position)]
             if kind == "BOOTSTRAP":
                 return [self._bootstrap(fields, position)]
             return [self._ddl(fields, position)]
@@ -150,21 +138,21 @@ class _SimpleDecoder:
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise DecodeError(f"{self.name}: malformed {kind} message: {type(exc).__name__}: {exc}") from exc
 
-    def _claim_checked(self, location: Any, position: Position) -> RowChange:
+    def _claim_checked(self, location: Any, position: model.Position) -> RowChange:
         """The row TiCDC moved to claim-check storage: the stored value is the whole (compressed) message."""
         what = f"{self.name} claim-check message"
         if type(location) is not str:
             raise DecodeError(f"{what}: claimCheckLocation is not a string")
         _, value = self.large.claim_check(location, what)
         value = self.large.decompress(value, f"{what}: stored value")
-        inner = self._decode(Message(position.topic, position.partition, position.offset, None, value))
+        inner = self._decode(model.Message(position.topic, position.partition, position.offset, None, value))
         if len(inner) != 1 or type(inner[0]) is not RowChange:
             raise DecodeError(f"{what}: the claim-check file at {location!r} does not hold one row")
         row = inner[0]
         row.position = position
         return row
 
-    def _row(self, msg: dict[str, Any], position: Position) -> RowChange:
+    def _row(self, msg: dict[str, Any], position: model.Position) -> RowChange:
         get = msg.get
         location = get("claimCheckLocation")
         if location:
@@ -174,7 +162,7 @@ class _SimpleDecoder:
                 f"{self.name}: handle-key-only message (only the key columns were sent because the row was too "
                 "large); completing it needs the upstream TiDB, which the lakehouse does not query"
             )
-        op = DML_OPS.get(get("type"))  # type: ignore[arg-type]
+        op = OPS_BY_NAME.get(get("type"))  # type: ignore[arg-type]
         if op is None:
             raise DecodeError(f"{self.name}: unknown DML type {get('type')!r}")
         schema, table = get("database"), get("table")
@@ -189,24 +177,24 @@ class _SimpleDecoder:
         data, old = get("data"), get("old")
         after = self._convert_row(data, fixes) if data is not None else None
         before = self._convert_row(old, fixes) if old is not None else None
-        if op == DELETE:
+        if op == model.DELETE:
             if before is None:
                 raise DecodeError(f"{self.name}: DELETE without 'old'")
             after = None
         elif after is None:
             raise DecodeError(f"{self.name}: {msg['type']} without 'data'")
-        elif op == INSERT:
+        elif op == model.INSERT:
             before = None
         column_types, key_columns = _types_and_keys(cached, after, before)
         # positional: measurably faster than keywords for this slotted dataclass
         return RowChange(schema, table, commit_ts, op, after, before, key_columns, column_types, position,
                          get("tableID"), version)
 
-    def _bootstrap(self, msg: dict[str, Any], position: Position) -> DDLEvent:
+    def _bootstrap(self, msg: dict[str, Any], position: model.Position) -> model.DDLEvent:
         table = self._table_schema(msg.get("tableSchema"))
         if table is None:
             raise DecodeError(f"{self.name}: BOOTSTRAP without tableSchema")
-        return DDLEvent(
+        return model.DDLEvent(
             schema=table.schema,
             table=table.table,
             commit_ts=_uint64(msg.get("commitTs") or 0, "commitTs"),
@@ -217,7 +205,7 @@ class _SimpleDecoder:
             is_bootstrap=True,
         )
 
-    def _ddl(self, msg: dict[str, Any], position: Position) -> DDLEvent:
+    def _ddl(self, msg: dict[str, Any], position: model.Position) -> model.DDLEvent:
         ddl_type_name = msg.get("type")
         if ddl_type_name not in DDL_TYPES:
             raise DecodeError(f"{self.name}: unknown message type {ddl_type_name!r}")
@@ -231,7 +219,7 @@ class _SimpleDecoder:
             schema, table_name = reference.schema, reference.table
         else:  # CREATE/DROP DATABASE carry no table schema
             schema, table_name = schema_of_schema_ddl(query) or "", ""
-        return DDLEvent(
+        return model.DDLEvent(
             schema=schema,
             table=table_name,
             commit_ts=_uint64(msg["commitTs"], "commitTs"),
@@ -284,12 +272,7 @@ class SimpleJsonDecoder(_SimpleDecoder):
     _schema_key = "schema"
 
     def _parse(self, value: bytes) -> tuple[str, dict[str, Any]]:
-        try:
-            msg = orjson.loads(value)
-        except orjson.JSONDecodeError as exc:
-            raise DecodeError(f"{self.name}: invalid JSON: {exc}") from exc
-        if not isinstance(msg, dict):
-            raise DecodeError(f"{self.name}: message is not a JSON object")
+        msg = json_object(value, self.name, "message")
         if msg.get("data") is not None or msg.get("old") is not None:
             return "DML", msg
         kind = msg.get("type")
@@ -297,11 +280,11 @@ class SimpleJsonDecoder(_SimpleDecoder):
             return kind, msg
         if kind in DDL_TYPES:
             return "DDL", msg
-        if kind in DML_OPS:
+        if kind in OPS_BY_NAME:
             raise DecodeError(f"{self.name}: {kind} message without 'data' or 'old'")
         raise DecodeError(f"{self.name}: unknown message type {kind!r}")
 
-    def _decode(self, message: Message) -> list[Event]:
+    def _decode(self, message: model.Message) -> list[model.Event]:
         """The typed path for DML rows; every other message, or a row it does not read, goes to the reference."""
         value = message.value
         if value:
@@ -315,7 +298,7 @@ class SimpleJsonDecoder(_SimpleDecoder):
                     return [row]
         return super()._decode(message)
 
-    def _typed_row(self, msg: _DmlMessage, message: Message) -> Optional[RowChange]:
+    def _typed_row(self, msg: _DmlMessage, message: model.Message) -> Optional[RowChange]:
         """``_row`` for a message ``_decode_dml`` accepted, or None when only the reference path may answer.
 
         The types already guarantee what ``_row`` checks (names are strings, the type is a DML type, the integers
@@ -345,14 +328,14 @@ class SimpleJsonDecoder(_SimpleDecoder):
             for name, value in old.items():
                 if type(value) is timestamp:
                     old[name] = value.value
-        op = DML_OPS[msg.type]
-        if op == DELETE:
+        op = OPS_BY_NAME[msg.type]
+        if op == model.DELETE:
             if old is None:
                 return None
             data = None
         elif data is None:
             return None
-        elif op == INSERT:
+        elif op == model.INSERT:
             old = None
         column_types, key_columns = _types_and_keys(cached, data, old)
         return RowChange(schema, table, msg.commitTs, op, data, old, key_columns, column_types,
@@ -577,7 +560,7 @@ _avro_unsigned = unsigned_or(_avro_value)
 # --- table schema parts ---------------------------------------------------------------------------------------
 
 
-def _column_schema(raw: dict[str, Any]) -> ColumnSchema:
+def _column_schema(raw: dict[str, Any]) -> model.ColumnSchema:
     data_type = raw["dataType"]
     descriptor = build_descriptor(
         data_type["mysqlType"],
@@ -592,7 +575,8 @@ def _column_schema(raw: dict[str, Any]) -> ColumnSchema:
     name = raw["name"]
     if not isinstance(name, str):
         raise DecodeError("simple: column name is not a string")
-    return ColumnSchema(name=name, mysql_type=descriptor, nullable=bool(raw.get("nullable", True)), default=default)
+    return model.ColumnSchema(name=name, mysql_type=descriptor, nullable=bool(raw.get("nullable", True)),
+                              default=default)
 
 
 def _primary_key(indexes: Any) -> tuple[str, ...]:

@@ -7,10 +7,24 @@ atomically to ``--result-file`` so the submitting Airflow task can read it back 
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
 from typing import Any, Callable, Optional
+
+
+def job_parser(prog: str, doc: str, app_name: str, verb: str, messages: str) -> argparse.ArgumentParser:
+    """The options every job shares; ``verb`` ("merge", "land into") and ``messages`` ("landed", "archived") word
+    the help of --changefeed and --protocol."""
+    parser = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
+    parser.add_argument("--changefeed", help=f"changefeed to {verb} (default: the only/first configured one)")
+    parser.add_argument("--protocol", help=f"protocol of the {messages} messages (default: the changefeed's)")
+    parser.add_argument("--stop-ts", type=int, help="merge no further than this TSO")
+    parser.add_argument("--config", help="config file (default: $LAKEHOUSE_CONFIG or conf/lakehouse.toml)")
+    parser.add_argument("--result-file", help="also write the JSON result here")
+    parser.add_argument("--app-name", default=app_name)
+    return parser
 
 
 def write_result(result: dict, result_file: Optional[str]) -> None:

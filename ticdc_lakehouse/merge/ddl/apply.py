@@ -50,11 +50,9 @@ def _touched(change) -> list[tuple[str, str]]:
         return [(change.old_schema, change.old_table), (change.new_schema, change.new_table)]
     if isinstance(change, dp.CreateTable):
         return [(change.table.schema, change.table.table)]
-    if isinstance(change, (dp.CreateSchema, dp.DropSchema)):
-        return []
-    schema = getattr(change, "schema", None)
-    table = getattr(change, "table", None)
-    return [(schema, table)] if schema and table else []
+    if isinstance(change, dp.TableChange) and change.schema and change.table:
+        return [(change.schema, change.table)]
+    return []
 
 
 #: dropped tables are moved here, not deleted: their data stays for old cuts until maintenance purges them,

@@ -57,6 +57,16 @@ from ticdc_lakehouse.core.model import ColumnSchema, TableSchema
 
 
 @dataclass(frozen=True, slots=True)
+class TableChange:
+    """What every change to one table carries: the table's name (``table`` may be empty for a
+    :class:`MetadataOnly` or :class:`Unsupported` statement on a whole database). The subclasses add their fields
+    after these two, so positional construction is ``Kind(schema, table, ...)``."""
+
+    schema: str
+    table: str
+
+
+@dataclass(frozen=True, slots=True)
 class CreateSchema:
     schema: str
 
@@ -73,23 +83,19 @@ class CreateTable:
 
 
 @dataclass(frozen=True, slots=True)
-class CreateTableLike:
-    schema: str
-    table: str
+class CreateTableLike(TableChange):
     like_schema: str
     like_table: str
 
 
 @dataclass(frozen=True, slots=True)
-class DropTable:
-    schema: str
-    table: str
+class DropTable(TableChange):
+    """DROP TABLE: the table is moved aside, its data kept for older cuts."""
 
 
 @dataclass(frozen=True, slots=True)
-class TruncateTable:
-    schema: str
-    table: str
+class TruncateTable(TableChange):
+    """TRUNCATE TABLE: every row goes, without row events."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,38 +107,30 @@ class RenameTable:
 
 
 @dataclass(frozen=True, slots=True)
-class AddColumn:
-    schema: str
-    table: str
+class AddColumn(TableChange):
     column: ColumnSchema
     after: Optional[str] = None
     first: bool = False
 
 
 @dataclass(frozen=True, slots=True)
-class DropColumn:
-    schema: str
-    table: str
+class DropColumn(TableChange):
     name: str
 
 
 @dataclass(frozen=True, slots=True)
-class RenameColumn:
-    schema: str
-    table: str
+class RenameColumn(TableChange):
     old: str
     new: str
 
 
 @dataclass(frozen=True, slots=True)
-class ModifyColumn:
+class ModifyColumn(TableChange):
     """MODIFY / CHANGE: the column's full new definition (MySQL restates type, nullability, default, comment).
 
     ``after``/``first`` carry a position clause (``MODIFY c int AFTER b``), a move of the column.
     """
 
-    schema: str
-    table: str
     name: str
     column: ColumnSchema
     after: Optional[str] = None
@@ -140,15 +138,13 @@ class ModifyColumn:
 
 
 @dataclass(frozen=True, slots=True)
-class SetDefault:
-    schema: str
-    table: str
+class SetDefault(TableChange):
     column: str
     default: Optional[str]
 
 
 @dataclass(frozen=True, slots=True)
-class MetadataOnly:
+class MetadataOnly(TableChange):
     """A statement with no effect on the Iceberg schema or rows (indexes, table options, TiFlash, views...).
 
     ``statement_kind`` is one of: ``ADD_INDEX``, ``DROP_INDEX``, ``ALTER_INDEX``, ``RENAME_INDEX``,
@@ -163,17 +159,13 @@ class MetadataOnly:
     statements on a database or the cluster.
     """
 
-    schema: str
-    table: str
     statement_kind: str
 
 
 @dataclass(frozen=True, slots=True)
-class Unsupported:
+class Unsupported(TableChange):
     """A statement (or clause) that cannot be mapped; the merge engine must surface it, not ignore it."""
 
-    schema: str
-    table: str
     reason: str
 
 
