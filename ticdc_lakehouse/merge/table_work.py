@@ -117,8 +117,9 @@ def create_from_rows(ctx: RunContext, schema: str, table: str, since: int = 0) -
         log.info("%s.%s: only key-only deletes so far; the table is created by its first insert", schema, table)
         return None
     if not stats or not stats.column_types:
-        if stats:
-            ctx.pending.add(table_key(schema, table))
+        key = table_key(schema, table)
+        if stats and key not in ctx.pending:  # asked again by the per-table flush after the batch step's plan
+            ctx.pending.add(key)
             if ctx.report is not None:
                 ctx.report.pending_tables.append(f"{schema}.{table}")
         return None
