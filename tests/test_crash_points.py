@@ -33,8 +33,8 @@ FAULTS = [
     ("land.after_rename", 1),
     ("backfill.after_landing", 1),
     ("merge.after_table_commit", 2),
-    ("merge.before_fast_forward", 2),
-    ("merge.before_append_commits", 1),  # the tables new to the lake: files written, nothing committed  # a staged change set on its branch, main not moved yet
+    ("merge.before_fast_forward", 1),  # a staged change set on its branch, main not moved yet
+    ("merge.before_append_commits", 1),  # the tables new to the lake: files written, nothing committed
     ("merge.after_ddl", 3),
     ("merge.after_ddl", 5),  # the nullable ADD COLUMN, applied ahead of the rows below it (no barrier)
     ("merge.before_checkpoint", 1),
