@@ -56,6 +56,9 @@ def flush_empty_tables(ctx, tables: list[tuple[str, str]], upto_ts: int, paralle
     for name, result in zip(chosen, results):
         table_work.record(ctx, result, table_key(*name), seconds / len(chosen))
     if say is not None:
+        for number, result in enumerate(results, 1):  # the lines the per-table flush says too
+            say(f"applied {result.table} ({number}/{len(results)}): {result.written:,} row(s) written, "
+                f"{result.removed:,} removed in {seconds / len(chosen):.1f} s")
         rows = sum(result.written for result in results)
         say(f"applied {len(chosen)} table(s) new to the lake in one write job: {rows:,} row(s) in {seconds:.1f} s")
     return [name for name in tables if name not in chosen]

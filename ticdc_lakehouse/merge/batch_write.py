@@ -118,21 +118,25 @@ def _filesystem(path: str, s3_options: dict[str, str]):
     return fs.LocalFileSystem(), path
 
 
-def file_writer(table_index: int, layout: TableLayout, s3_options: dict[str, str]):
+def file_writer(table_index: int, layout: TableLayout, s3_options: dict[str, str], names: Sequence[str]):
     """The ``mapInArrow`` function of one table: writes the task's rows, one Parquet file per bucket, and yields
-    one ``FILE_SCHEMA`` row per file. Runs in the executors."""
+    one ``FILE_SCHEMA`` row per file. Runs in the executors.
+
+    ``names``: the frame's column names; it reaches the writer with positional names (``write_files``), since
+    Spark's ``mapInArrow`` cannot resolve a column name holding a backtick."""
 
     def write(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
 
-        writers: dict[Optional[int], tuple[Any, str, Any]] = {}
+        writers: dict[Optional[int], tuple[Any, str, Any, Any]] = {}
         schema = None
         try:
             for batch in batches:
                 if batch.num_rows == 0:
                     continue
+                batch = pa.RecordBatch.from_arrays(batch.columns, names=list(names))
                 if schema is None:
                     schema = _parquet_schema(batch.schema, layout)
                 buckets: list[Optional[int]] = [None]
@@ -147,21 +151,31 @@ def file_writer(table_index: int, layout: TableLayout, s3_options: dict[str, str
                             directory += f"{layout.bucket[0]}={bucket}/"
                         path = f"{directory}{uuid.uuid4().hex}-lakehouse.parquet"
                         filesystem, inner = _filesystem(path, s3_options)
-                        if not path.startswith(("s3://", "s3a://", "s3n://")):
+                        if path.startswith(("s3://", "s3a://", "s3n://")):
+                            # written whole, in one PUT, as the landing zone does: a streamed upload can reach an
+                            # S3 API with its chunk framing in the object
+                            stream, upload = pa.BufferOutputStream(), (filesystem, inner)
+                        else:
                             filesystem.create_dir(inner.rsplit("/", 1)[0], recursive=True)
-                        stream = filesystem.open_output_stream(inner)
+                            stream, upload = filesystem.open_output_stream(inner), None
                         writer = pq.ParquetWriter(stream, schema, compression=layout.compression,
                                                   store_decimal_as_integer=True, write_statistics=True)
-                        writers[bucket] = (writer, path, stream)
+                        writers[bucket] = (writer, path, stream, upload)
                     writers[bucket][0].write_table(pa.Table.from_batches([part]).cast(schema))
         finally:
-            for writer, _, stream in writers.values():
+            for writer, _, stream, upload in writers.values():
                 writer.close()
-                stream.close()
+                if upload is None:
+                    stream.close()
+        for _, _, stream, upload in writers.values():
+            if upload is not None:
+                filesystem, inner = upload
+                with filesystem.open_output_stream(inner) as out:
+                    out.write(stream.getvalue())
         if writers:
             yield pa.RecordBatch.from_pylist(
                 [{"table_index": table_index, "path": path, "bucket": bucket}
-                 for bucket, (_, path, _) in writers.items()],
+                 for bucket, (_, path, _, _) in writers.items()],
                 schema=pa.schema([("table_index", pa.int32()), ("path", pa.string()), ("bucket", pa.int32())]))
 
     return write
@@ -192,7 +206,9 @@ def write_files(frames: Sequence[tuple[Any, TableLayout]], s3_options: dict[str,
         return []
     union = None
     for index, (frame, layout) in enumerate(frames):
-        files = frame.mapInArrow(file_writer(index, layout, s3_options), FILE_SCHEMA)
+        names = list(frame.columns)
+        positional = frame.toDF(*[f"_c{i}" for i in range(len(names))])
+        files = positional.mapInArrow(file_writer(index, layout, s3_options, names), FILE_SCHEMA)
         union = files if union is None else union.unionAll(files)
     return [WrittenFile(int(r["table_index"]), str(r["path"]), None if r["bucket"] is None else int(r["bucket"]))
             for r in union.collect()]
