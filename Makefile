@@ -8,10 +8,10 @@ demo: setup
 	.venv/bin/lakehouse demo
 
 test: setup
-	.venv/bin/python -m pytest -q -p no:cacheprovider tests
+	.venv/bin/python -m pytest -q -p no:cacheprovider tests -m "not bench"
 
 test-fast: setup
-	.venv/bin/python -m pytest -q -p no:cacheprovider tests -m "not spark and not broker and not registry and not airflow"
+	.venv/bin/python -m pytest -q -p no:cacheprovider tests -m "not spark and not broker and not registry and not airflow and not bench"
 
 bench: setup
 	.venv/bin/python bench/decode.py

@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.spark
+@pytest.mark.bench
 def test_quick_run_prints_every_case_and_ratio(tmp_path):
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "tables.py"), "--quick", "--workdir", str(tmp_path)],
                           capture_output=True, text=True, timeout=900, cwd=ROOT)
