@@ -31,7 +31,16 @@ def appendable(jtable, change: ChangeRange) -> Optional[TableLayout]:
     NULL, no rows in the lake yet, and a layout the writer handles; else None."""
     if not change.has_rows or not change.target.keys_required or not holds_no_rows(jtable):
         return None
-    return table_layout(jtable)
+    layout = table_layout(jtable)
+    if layout is None or on_object_storage(layout.data_dir):
+        return None  # the task-side writer's uploads to an S3 API are not verified yet: MERGE there
+    return layout
+
+
+def on_object_storage(location: str) -> bool:
+    """Whether a table location is on object storage (``s3://``, ``gs://``...) rather than a file system."""
+    scheme, found, _ = location.partition("://")
+    return bool(found) and scheme not in ("file", "hdfs")
 
 
 def commit_appends(ji: JavaIceberg, change: ChangeRange, snapshot_id: Optional[int],
