@@ -104,21 +104,17 @@ def images(source, catalog: str, target_columns: Sequence[str], layout: TableLay
     return rows.withColumn(BUCKET, F.expr(f"{quote(catalog)}.system.bucket({count}, {quote(column)})"))
 
 
-def _filesystem(path: str, s3_options: dict[str, str]):
-    """(pyarrow filesystem, path within it) of a data file location."""
-    from pyarrow import fs
-
-    for scheme in ("s3://", "s3a://", "s3n://"):
-        if path.startswith(scheme):
-            return fs.S3FileSystem(**s3_options), path[len(scheme):]
-    if path.startswith("file:"):
-        path = path[len("file:"):]
-        while path.startswith("//"):
-            path = path[1:]
-    return fs.LocalFileSystem(), path
+def _local_path(location: str) -> str:
+    """The file-system path of a data file location (``file:/...`` or a bare path); object storage never takes
+    this path (``table_commit.appendable``)."""
+    if location.startswith("file:"):
+        location = location[len("file:"):]
+        while location.startswith("//"):
+            location = location[1:]
+    return location
 
 
-def file_writer(table_index: int, layout: TableLayout, s3_options: dict[str, str], names: Sequence[str]):
+def file_writer(table_index: int, layout: TableLayout, names: Sequence[str]):
     """The ``mapInArrow`` function of one table: writes the task's rows, one Parquet file per bucket, and yields
     one ``FILE_SCHEMA`` row per file. Runs in the executors.
 
@@ -129,8 +125,9 @@ def file_writer(table_index: int, layout: TableLayout, s3_options: dict[str, str
         import pyarrow as pa
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
+        from pyarrow.fs import LocalFileSystem
 
-        writers: dict[Optional[int], tuple[Any, str, Any, Any]] = {}
+        writers: dict[Optional[int], tuple[Any, str, Any]] = {}
         schema = None
         try:
             for batch in batches:
@@ -150,32 +147,22 @@ def file_writer(table_index: int, layout: TableLayout, s3_options: dict[str, str
                         if layout.bucket is not None:
                             directory += f"{layout.bucket[0]}={bucket}/"
                         path = f"{directory}{uuid.uuid4().hex}-lakehouse.parquet"
-                        filesystem, inner = _filesystem(path, s3_options)
-                        if path.startswith(("s3://", "s3a://", "s3n://")):
-                            # written whole, in one PUT, as the landing zone does: a streamed upload can reach an
-                            # S3 API with its chunk framing in the object
-                            stream, upload = pa.BufferOutputStream(), (filesystem, inner)
-                        else:
-                            filesystem.create_dir(inner.rsplit("/", 1)[0], recursive=True)
-                            stream, upload = filesystem.open_output_stream(inner), None
+                        local = LocalFileSystem()
+                        inner = _local_path(path)
+                        local.create_dir(inner.rsplit("/", 1)[0], recursive=True)
+                        stream = local.open_output_stream(inner)
                         writer = pq.ParquetWriter(stream, schema, compression=layout.compression,
                                                   store_decimal_as_integer=True, write_statistics=True)
-                        writers[bucket] = (writer, path, stream, upload)
+                        writers[bucket] = (writer, path, stream)
                     writers[bucket][0].write_table(pa.Table.from_batches([part]).cast(schema))
         finally:
-            for writer, _, stream, upload in writers.values():
+            for writer, _, stream in writers.values():
                 writer.close()
-                if upload is None:
-                    stream.close()
-        for _, _, stream, upload in writers.values():
-            if upload is not None:
-                filesystem, inner = upload
-                with filesystem.open_output_stream(inner) as out:
-                    out.write(stream.getvalue())
+                stream.close()
         if writers:
             yield pa.RecordBatch.from_pylist(
                 [{"table_index": table_index, "path": path, "bucket": bucket}
-                 for bucket, (_, path, _, _) in writers.items()],
+                 for bucket, (_, path, _) in writers.items()],
                 schema=pa.schema([("table_index", pa.int32()), ("path", pa.string()), ("bucket", pa.int32())]))
 
     return write
@@ -199,7 +186,7 @@ def _parquet_schema(arrow_schema, layout: TableLayout):
     return pa.schema(fields)
 
 
-def write_files(frames: Sequence[tuple[Any, TableLayout]], s3_options: dict[str, str]) -> list[WrittenFile]:
+def write_files(frames: Sequence[tuple[Any, TableLayout]]) -> list[WrittenFile]:
     """Write every table's images (``images``) in one Spark job; the files written, per table index (the position
     in ``frames``). Nothing is committed."""
     if not frames:
@@ -208,27 +195,7 @@ def write_files(frames: Sequence[tuple[Any, TableLayout]], s3_options: dict[str,
     for index, (frame, layout) in enumerate(frames):
         names = list(frame.columns)
         positional = frame.toDF(*[f"_c{i}" for i in range(len(names))])
-        files = positional.mapInArrow(file_writer(index, layout, s3_options, names), FILE_SCHEMA)
+        files = positional.mapInArrow(file_writer(index, layout, names), FILE_SCHEMA)
         union = files if union is None else union.unionAll(files)
     return [WrittenFile(int(r["table_index"]), str(r["path"]), None if r["bucket"] is None else int(r["bucket"]))
             for r in union.collect()]
-
-
-def s3_options_of(spark, catalog: str) -> dict[str, str]:
-    """pyarrow ``S3FileSystem`` options matching the catalog's ``S3FileIO`` settings (endpoint, region, path
-    style); credentials come from the AWS environment, as for the catalog."""
-    conf = spark.conf
-    prefix = f"spark.sql.catalog.{catalog}."
-    options: dict[str, str] = {}
-    endpoint = conf.get(prefix + "s3.endpoint", None)
-    if endpoint:
-        scheme, _, rest = endpoint.rpartition("://")
-        options["endpoint_override"] = rest or endpoint
-        if scheme:
-            options["scheme"] = scheme
-    region = conf.get(prefix + "client.region", None)
-    if region:
-        options["region"] = region
-    if (conf.get(prefix + "s3.path-style-access", None) or "").lower() == "true":
-        options["force_virtual_addressing"] = False  # type: ignore[assignment]
-    return options

@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 
 from ticdc_lakehouse.runtime.faults import fault_point
 from ticdc_lakehouse.iceberg.java_api import JavaIceberg, watermark_of
-from ticdc_lakehouse.merge.batch_write import TableLayout, WrittenFile, table_layout
+from ticdc_lakehouse.merge.batch_write import TABLES_PER_JOB, TableLayout, WrittenFile, images, table_layout, write_files
 from ticdc_lakehouse.merge.change_range import ChangeRange, FlushResult
 
 
@@ -88,9 +88,6 @@ def append_tables(spark, ji: JavaIceberg, catalog: str, events, changes: Sequenc
     """Write the change ranges of tables that hold no rows (each must pass ``appendable``) with one Spark job per
     ``TABLES_PER_JOB`` tables, then commit each table, ``parallelism`` at a time. A failure of the job (a value
     a table cannot store) raises before any commit."""
-    from ticdc_lakehouse.merge.batch_write import TABLES_PER_JOB, images, s3_options_of, write_files
-
-    s3 = s3_options_of(spark, catalog)
     planned = []
     for change in changes:
         jtable = ji.load(change.target.namespace, change.target.name)
@@ -103,7 +100,7 @@ def append_tables(spark, ji: JavaIceberg, catalog: str, events, changes: Sequenc
     files: list[list[WrittenFile]] = [[] for _ in planned]
     for start in range(0, len(planned), TABLES_PER_JOB):
         chunk = planned[start:start + TABLES_PER_JOB]
-        for file in write_files([(frame, layout) for _, _, frame, layout in chunk], s3):
+        for file in write_files([(frame, layout) for _, _, frame, layout in chunk]):
             files[start + file.table_index].append(file)
     fault_point("merge.before_append_commits")
 
