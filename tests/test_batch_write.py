@@ -68,7 +68,7 @@ def test_new_tables_take_one_write_job_and_equal_the_merge_path(spark_session, t
 
     with monkeypatch.context() as patched:  # the same archive the MERGE way
         for module in (table_commit, batch_flush, flush):
-            patched.setattr(module, "appendable", lambda jtable, change: None)
+            patched.setattr(module, "plan_append", lambda ji, change: None)
         _backfill(spark_session, tmp_path / "merged", "batch_m", archive)
     for name, frame in appended.items():
         merged = spark_session.table(f"batch_m.{name}")
@@ -144,3 +144,37 @@ def test_a_crash_between_the_write_job_and_the_commits_reruns_to_the_same_tables
         assert _snapshot_ops(spark_session, f"batch_crash.{name}")[1:] == [("append", str(cut))], name
         referenced = {r[0] for r in spark_session.sql(f"SELECT file_path FROM batch_crash.{name}.files").collect()}
         assert not referenced & {f"file:{p}" for p in written} and not referenced & {str(p) for p in written}
+
+
+def test_tables_of_one_layout_share_a_change_set_and_column_ddl_costs_no_barrier(spark_session, tmp_path):
+    """Nine tables of three layouts (sharded copies), with five mid-stream DDL of the kinds a run carries its
+    rows through (widen, drop a column, truncate, rename a column, add one): the lake equals upstream, each
+    table is written once in the run (no barrier MERGE: after its creation only DDL markers and one append),
+    and each (table, bucket) has one data file."""
+    workload = Workload(seed=11, partitions=3, schema="sharded")
+    workload.create_sample_tables(9)
+    workload.resolve(final=True)
+    kinds = ("widen", "drop", "truncate", "rename", "add")
+    for i in range(60):
+        workload.transaction(3)
+        if i % 12 == 6:
+            workload.scripted_ddl(kinds[i // 12])
+        if i % 5 == 4:
+            workload.resolve()
+    workload.resolve(final=True)
+    archive = tmp_path / "archive"
+    write_to_archive(workload, archive, "ticdc", "open")
+    cut = workload.global_resolved_ts()
+
+    report = _backfill(spark_session, tmp_path / "home", "batch_s", archive)
+    assert report["ok"], report
+    assert_lake_equals_upstream(spark_session, workload, cut)
+    for name in workload.expected_json(cut):
+        lake = f"batch_s.{name}"
+        writes = spark_session.sql(
+            f"SELECT operation, summary['added-records'] AS added FROM {lake}.snapshots ORDER BY committed_at"
+        ).collect()[1:]
+        assert [r["operation"] for r in writes if r["added"] not in (None, "0")] == ["append"], (name, writes)
+        assert all(r["operation"] in ("append", "delete") for r in writes), (name, writes)  # no overwrite (MERGE)
+        per_bucket = spark_session.sql(f"SELECT partition, count(*) AS n FROM {lake}.files GROUP BY partition")
+        assert all(r["n"] == 1 for r in per_bucket.collect()), name

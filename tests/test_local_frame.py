@@ -40,3 +40,14 @@ def test_no_rows_give_an_empty_frame_of_the_schema(spark_session):
 def test_a_row_of_the_wrong_width_is_refused(spark_session):
     with pytest.raises(ValueError, match="2 values for 5 fields"):
         local_frame(spark_session, [("a", 1)], DDL)
+
+
+def test_simple_rows_are_one_values_statement_equal_to_create_dataframe(spark_session):
+    ddl = "name string, ts bigint, part int, ok boolean, note string"
+    rows = [(name, ts, part, part > 0, note) for name, ts, part, _, note in ROWS] * 50
+    built = local_frame(spark_session, rows, ddl)
+    reference = spark_session.createDataFrame(rows, ddl)
+    assert [(f.name, f.dataType) for f in built.schema.fields] == \
+        [(f.name, f.dataType) for f in reference.schema.fields]
+    assert [tuple(r) for r in built.collect()] == [tuple(r) for r in reference.collect()] == rows
+    assert "LocalTableScan" in built._jdf.queryExecution().executedPlan().toString()

@@ -570,6 +570,32 @@ def widening(old: MySQLType, new: MySQLType) -> Widening:
     return "unsupported"
 
 
+_INTEGER_BITS = {"tinyint": 8, "smallint": 16, "mediumint": 24, "int": 32, "bigint": 64}
+
+
+def holds_every_value(old: MySQLType, new: MySQLType) -> bool:
+    """Whether every value a column of type ``old`` holds is a value of ``new`` that the lake stores the same
+    way: integers into a range that contains theirs, decimals to a higher precision at the same scale, text to
+    longer text. Rows written before such a MODIFY COLUMN may then be typed by the new type (no DDL barrier). ENUM and
+    SET are never: their members may be reordered, which changes what an index means. FLOAT to DOUBLE neither:
+    a float's text read as a double is not the float widened."""
+    if widening(old, new) == "unsupported":
+        return False
+    if old.base in INTEGER_TYPES and new.base in INTEGER_TYPES:
+        old_bits, new_bits = _INTEGER_BITS[old.base], _INTEGER_BITS[new.base]
+        if old.unsigned == new.unsigned:
+            return new_bits >= old_bits
+        return old.unsigned and new_bits > old_bits  # signed -> unsigned drops the negatives
+    if old.base == "decimal" and new.base == "decimal":
+        return (old.scale is not None and old.scale == new.scale and old.length is not None
+                and new.length is not None and new.length >= old.length and (old.unsigned or not new.unsigned))
+    if old.base in CHAR_TYPES | TEXT_TYPES and new.base in TEXT_TYPES:
+        return True
+    if old.base in CHAR_TYPES and new.base in CHAR_TYPES:
+        return old.length is not None and new.length is not None and new.length >= old.length
+    return False
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Column doc round trip
 # ---------------------------------------------------------------------------------------------------------------

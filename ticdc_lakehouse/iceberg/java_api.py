@@ -8,7 +8,9 @@ new schema for time travel. Spark SQL cannot express either.
 
 from __future__ import annotations
 
+import json
 import re
+import threading
 from typing import Any, Iterable, Mapping, Optional
 
 RESOLVED_TS_PROPERTY = "tidb.resolved-ts"
@@ -25,15 +27,31 @@ class JavaIceberg:
         self.gateway = spark.sparkContext._gateway
         self.catalog = spark._jsparkSession.sessionState().catalogManager().catalog(catalog_name).icebergCatalog()
         self.types = self.jvm.org.apache.iceberg.types.Types
+        # What ``resolve`` asks over and over (a run resolves each table several times, and a table not in the
+        # lake yet costs a listing of its namespace): namespaces seen to exist, and each namespace's table names
+        # by lower-case name. Kept in step by this object's own creates, drops and renames (a run holds its
+        # changefeed's lock); ``table_exists`` itself is never cached.
+        self._lock = threading.Lock()
+        self._namespaces: set[str] = set()
+        self._table_names: dict[str, dict[str, str]] = {}
+        self._namespace_objects: dict[str, Any] = {}
+        self._identifiers: dict[tuple[str, str], Any] = {}
 
     # -- identifiers -------------------------------------------------------------------------------------
     def namespace(self, name: str):
-        names = self.gateway.new_array(self.jvm.java.lang.String, 1)
-        names[0] = name
-        return self.jvm.org.apache.iceberg.catalog.Namespace.of(names)
+        cached = self._namespace_objects.get(name)
+        if cached is None:  # immutable JVM values: built once (each is several gateway calls)
+            names = self.gateway.new_array(self.jvm.java.lang.String, 1)
+            names[0] = name
+            cached = self._namespace_objects[name] = self.jvm.org.apache.iceberg.catalog.Namespace.of(names)
+        return cached
 
     def identifier(self, namespace: str, table: str):
-        return self.jvm.org.apache.iceberg.catalog.TableIdentifier.of(self.namespace(namespace), table)
+        cached = self._identifiers.get((namespace, table))
+        if cached is None:
+            cached = self.jvm.org.apache.iceberg.catalog.TableIdentifier.of(self.namespace(namespace), table)
+            self._identifiers[(namespace, table)] = cached
+        return cached
 
     # -- types -------------------------------------------------------------------------------------------
     def type_of(self, spark_type: str):
@@ -63,7 +81,12 @@ class JavaIceberg:
 
     # -- catalog -----------------------------------------------------------------------------------------
     def namespace_exists(self, name: str) -> bool:
-        return bool(self.catalog.namespaceExists(self.namespace(name)))
+        if name in self._namespaces:
+            return True
+        exists = bool(self.catalog.namespaceExists(self.namespace(name)))
+        if exists:
+            self._namespaces.add(name)
+        return exists
 
     def create_namespace(self, name: str) -> None:
         """Create the namespace unless it exists. Tables of one new namespace may be created by concurrent flushes
@@ -96,9 +119,7 @@ class JavaIceberg:
         upstream spelling as it is (so the lake shows the names as upstream created them)."""
         namespace = self.find_namespace(schema) or schema
         if self.namespace_exists(namespace) and not self.table_exists(namespace, table):
-            lowered = table.lower()
-            match = next((t for t in self.list_tables(namespace) if t.lower() == lowered), None)
-            return namespace, match or table
+            return namespace, self._names_in(namespace).get(table.lower(), table)
         return namespace, table
 
     def table_exists(self, namespace: str, table: str) -> bool:
@@ -108,30 +129,64 @@ class JavaIceberg:
         return self.catalog.loadTable(self.identifier(namespace, table))
 
     def drop_table(self, namespace: str, table: str) -> bool:
-        return bool(self.catalog.dropTable(self.identifier(namespace, table), False))
+        try:
+            return bool(self.catalog.dropTable(self.identifier(namespace, table), False))
+        finally:
+            self._note(namespace, table, exists=False)
 
     def rename_table(self, namespace: str, table: str, new_namespace: str, new_table: str) -> None:
-        self.catalog.renameTable(self.identifier(namespace, table), self.identifier(new_namespace, new_table))
+        try:
+            self.catalog.renameTable(self.identifier(namespace, table), self.identifier(new_namespace, new_table))
+        finally:
+            self._note(namespace, table, exists=False)
+            self._note(new_namespace, new_table, exists=True)
 
     def drop_namespace(self, name: str) -> bool:
         if not self.namespace_exists(name):
             return False
-        return bool(self.catalog.dropNamespace(self.namespace(name)))
+        try:
+            return bool(self.catalog.dropNamespace(self.namespace(name)))
+        finally:
+            self._namespaces.discard(name)
+            self._forget_names(name)
+
+    def _forget_names(self, *namespaces: str) -> None:
+        with self._lock:
+            for namespace in namespaces:
+                self._table_names.pop(namespace, None)
+
+    def _note(self, namespace: str, table: str, exists: bool) -> None:
+        """Keep a listed namespace's names in step with a create, drop or rename of ``table``; after a failure
+        the call may or may not have happened, so the next ``resolve`` lists the namespace again."""
+        with self._lock:
+            names = self._table_names.get(namespace)
+            if names is None:
+                return
+            if not exists:
+                names.pop(table.lower(), None)
+            elif self.table_exists(namespace, table):
+                names[table.lower()] = table
+            else:
+                self._table_names.pop(namespace, None)
+
+    def _names_in(self, namespace: str) -> dict[str, str]:
+        """The namespace's table names by lower-case name (listed once, then kept in step, see ``__init__``)."""
+        with self._lock:
+            names = self._table_names.get(namespace)
+            if names is None:
+                names = {name.lower(): name for name in self.list_tables(namespace)}
+                self._table_names[namespace] = names
+            return names
 
     # -- schemas -----------------------------------------------------------------------------------------
+    def columns_of(self, jtable) -> tuple[list[tuple[str, str, bool, Optional[str]]], list[str]]:
+        """The table's columns and key names (``columns_of_json``), read in one gateway call."""
+        return columns_of_json(json.loads(str(self.jvm.org.apache.iceberg.SchemaParser.toJson(jtable.schema()))))
+
     def build_schema(self, columns: Iterable[tuple[str, str, bool, Optional[str]]], identifier: Iterable[str]):
-        """``columns``: (name, spark type, required, doc). Field ids are assigned in order from 1."""
-        fields = self.jvm.java.util.ArrayList()
-        ids: dict[str, int] = {}
-        for index, (name, spark_type, required, doc) in enumerate(columns, start=1):
-            nested = self.types.NestedField
-            factory = nested.required if required else nested.optional
-            fields.add(factory(index, name, self.type_of(spark_type), doc))
-            ids[name.lower()] = index
-        id_set = self.jvm.java.util.HashSet()
-        for name in identifier:
-            id_set.add(self.jvm.java.lang.Integer(ids[name.lower()]))
-        return self.jvm.org.apache.iceberg.Schema(fields, id_set)
+        """``columns``: (name, spark type, required, doc). Field ids are assigned in order from 1. Built from
+        Iceberg's JSON form of the schema (``schema_json``) in one gateway call, not a few per column."""
+        return self.jvm.org.apache.iceberg.SchemaParser.fromJson(schema_json(columns, identifier))
 
     def bucket_spec(self, schema, column: Optional[str], buckets: int):
         builder = self.jvm.org.apache.iceberg.PartitionSpec.builderFor(schema)
@@ -155,7 +210,10 @@ class JavaIceberg:
         for key, value in summary.items():
             append = append.set(key, str(value))
         append.commit()
-        tx.commitTransaction()
+        try:
+            tx.commitTransaction()
+        finally:
+            self._note(namespace, table, exists=True)
 
     def delete_file_counts(self, jtable) -> tuple[int, int]:
         """(deletion vectors, other delete files) the current snapshot applies: what a reader merges in.
@@ -214,3 +272,52 @@ def watermark_of(jtable) -> int:
         parent = snapshot.parentId()
         snapshot = jtable.snapshot(parent) if parent is not None else None
     return 0
+
+
+#: Iceberg's JSON type names of the Spark types ``mysql_types.iceberg_type`` produces (decimals aside)
+_ICEBERG_JSON_TYPES = {
+    "int": "int", "integer": "int", "bigint": "long", "long": "long", "float": "float", "double": "double",
+    "string": "string", "binary": "binary", "boolean": "boolean", "date": "date", "timestamp_ntz": "timestamp",
+    "timestamp": "timestamptz",
+}
+
+
+def iceberg_json_type(spark_type: str) -> str:
+    """Iceberg's JSON name of a Spark type name (``decimal(p,s)`` -> ``decimal(p, s)``)."""
+    name = spark_type.strip().lower()
+    if name in _ICEBERG_JSON_TYPES:
+        return _ICEBERG_JSON_TYPES[name]
+    match = _DECIMAL.fullmatch(name)
+    if match:
+        return f"decimal({int(match.group(1))}, {int(match.group(2))})"
+    raise ValueError(f"no Iceberg type for Spark type {spark_type!r}")
+
+
+def schema_json(columns: Iterable[tuple[str, str, bool, Optional[str]]], identifier: Iterable[str]) -> str:
+    """Iceberg's JSON form of a flat schema (``SchemaParser``): ``columns`` as (name, Spark type, required,
+    doc) with field ids from 1, ``identifier`` the key column names."""
+    fields = []
+    ids: dict[str, int] = {}
+    for index, (name, spark_type, required, doc) in enumerate(columns, start=1):
+        field: dict[str, Any] = {"id": index, "name": name, "required": bool(required),
+                                 "type": iceberg_json_type(spark_type)}
+        if doc is not None:
+            field["doc"] = doc
+        fields.append(field)
+        ids[name.lower()] = index
+    schema = {"type": "struct", "schema-id": 0, "fields": fields,
+              "identifier-field-ids": [ids[name.lower()] for name in identifier]}
+    return json.dumps(schema)
+
+
+def columns_of_json(parsed: Mapping[str, Any]) -> tuple[list[tuple[str, str, bool, Optional[str]]], list[str]]:
+    """The top-level columns of a schema in Iceberg's JSON form as (name, Iceberg type text, required, doc), and
+    its identifier (key) column names. A nested type's text is its JSON kind (``struct``, ``list``, ``map``)."""
+    by_id: dict[int, str] = {}
+    columns = []
+    for field in parsed.get("fields", []):
+        kind = field["type"] if isinstance(field["type"], str) else str(field["type"].get("type", "struct"))
+        columns.append((field["name"], kind, bool(field.get("required")), field.get("doc")))
+        by_id[int(field["id"])] = field["name"]
+    keys = [by_id[i] for i in parsed.get("identifier-field-ids", []) if i in by_id]
+    return columns, keys

@@ -85,13 +85,10 @@ def describe(ji: JavaIceberg, schema: str, table: str) -> TargetTable:
     if not ji.table_exists(namespace, name):
         return TargetTable(namespace, name)
     jtable = ji.load(namespace, name)
-    jschema = jtable.schema()
-    columns = [
-        TargetColumn(str(f.name()), spark_type_of(str(f.type().toString())), descriptor_of_doc(f.doc()),
-                     bool(f.isRequired()))
-        for f in jschema.columns()
-    ]
-    identifier = {str(n).lower() for n in jschema.identifierFieldNames()}
+    fields, key_names = ji.columns_of(jtable)
+    columns = [TargetColumn(field, spark_type_of(kind), descriptor_of_doc(doc), required)
+               for field, kind, required, doc in fields]
+    identifier = {n.lower() for n in key_names}
     keys = [c for c in columns if c.name.lower() in identifier]
     return TargetTable(namespace, name, columns, keys or list(columns), watermark_of(jtable), True, bool(keys))
 

@@ -12,9 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Optional
 
 from ticdc_lakehouse.merge import table_work
-from ticdc_lakehouse.merge.change_range import ChangeRange
 from ticdc_lakehouse.merge.plan import table_key
-from ticdc_lakehouse.merge.table_commit import append_tables, appendable
+from ticdc_lakehouse.merge.table_commit import AppendPlan, append_tables, plan_append
 from ticdc_lakehouse.merge.value_checks import is_invalid_value_failure, reason_of
 
 log = logging.getLogger(__name__)
@@ -30,12 +29,11 @@ def flush_empty_tables(ctx, tables: list[tuple[str, str]], upto_ts: int, paralle
     if len(with_rows) < 2:
         return tables  # one table: its own flush takes the append path just as well
 
-    def plan(name: tuple[str, str]) -> Optional[ChangeRange]:
+    def plan(name: tuple[str, str]) -> Optional[AppendPlan]:
         change = table_work.change_range(ctx, name[0], name[1], upto_ts)
         if change is None or (change.after_ts is None and change.upto_ts <= change.target.watermark):
             return None
-        jtable = ctx.ji.load(change.target.namespace, change.target.name)
-        return change if appendable(jtable, change) is not None else None
+        return plan_append(ctx.ji, change)
 
     with ThreadPoolExecutor(max_workers=max(1, min(parallelism, len(with_rows))), thread_name_prefix="plan") as pool:
         planned = list(pool.map(plan, with_rows))

@@ -29,13 +29,15 @@ from typing import Any, Iterator, Optional, Sequence
 
 from ticdc_lakehouse.core.sql_names import quote
 from ticdc_lakehouse.merge.changes import OP
+from ticdc_lakehouse.merge.table_events import TABLE_INDEX
 
 #: the column of a table's typed images holding its Iceberg partition bucket (absent: unpartitioned)
 BUCKET = "_lakehouse_bucket"
-#: at most this many tables' change sets planned into one job (a union of thousands of plans is slow to analyse)
-TABLES_PER_JOB = 64
+#: at most this many frames (one per table layout, see ``table_commit.append_tables``) planned into one job: a
+#: union of thousands of plans is slow to analyse
+FRAMES_PER_JOB = 64
 #: the rows the writer job returns: one per data file written
-FILE_SCHEMA = "table_index int, path string, bucket int"
+FILE_SCHEMA = "table_index int, path string, bucket int, rows bigint, bytes bigint"
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,8 @@ class WrittenFile:
     table_index: int
     path: str
     bucket: Optional[int]
+    rows: int = 0  # as the writer counted them
+    bytes: int = 0  # the file's size
 
 
 def table_layout(jtable) -> Optional[TableLayout]:
@@ -94,14 +98,19 @@ def table_layout(jtable) -> Optional[TableLayout]:
 
 def images(source, catalog: str, target_columns: Sequence[str], layout: TableLayout):
     """The rows a MERGE would insert into an empty table: the last image of every key whose last change is not a
-    delete, every column of the table in its order, and the Iceberg bucket of the row (``BUCKET``)."""
+    delete, every column of the table in its order, the Iceberg bucket of the row (``BUCKET``), and the
+    ``TABLE_INDEX`` of a several-table change set (``changes.tables_change_set``)."""
     from pyspark.sql import functions as F
 
-    rows = source.filter(F.col(OP) != "D").select(*[F.col(quote(name)) for name in target_columns])
-    if layout.bucket is None:
-        return rows
-    _, column, count = layout.bucket
-    return rows.withColumn(BUCKET, F.expr(f"{quote(catalog)}.system.bucket({count}, {quote(column)})"))
+    carried = [F.col(TABLE_INDEX)] if TABLE_INDEX in source.columns else []
+    rows = source.filter(F.col(OP) != "D").select(*[F.col(quote(name)) for name in target_columns], *carried)
+    if layout.bucket is not None:
+        _, column, count = layout.bucket
+        rows = rows.withColumn(BUCKET, F.expr(f"{quote(catalog)}.system.bucket({count}, {quote(column)})"))
+    # each (table, bucket) to one task, so to one file: the collapse spread every bucket over all its tasks
+    # (a file per task and bucket: thousands of tiny files for a run of many small tables)
+    spread = carried + ([F.col(BUCKET)] if layout.bucket is not None else [])
+    return rows.repartition(*spread) if spread else rows
 
 
 def _local_path(location: str) -> str:
@@ -114,10 +123,12 @@ def _local_path(location: str) -> str:
     return location
 
 
-def file_writer(table_index: int, layout: TableLayout, names: Sequence[str]):
-    """The ``mapInArrow`` function of one table: writes the task's rows, one Parquet file per bucket, and yields
-    one ``FILE_SCHEMA`` row per file. Runs in the executors.
+def file_writer(first_index: int, layouts: Sequence[TableLayout], names: Sequence[str]):
+    """The ``mapInArrow`` function of one frame of images: writes the task's rows, one Parquet file per (table,
+    bucket), and yields one ``FILE_SCHEMA`` row per file. Runs in the executors.
 
+    ``layouts``: the frame's tables, all with the same columns; a frame of several tables carries
+    ``TABLE_INDEX`` (the position in ``layouts``), and its files report ``first_index`` + that position.
     ``names``: the frame's column names; it reaches the writer with positional names (``write_files``), since
     Spark's ``mapInArrow`` cannot resolve a column name holding a backtick."""
 
@@ -127,22 +138,20 @@ def file_writer(table_index: int, layout: TableLayout, names: Sequence[str]):
         import pyarrow.parquet as pq
         from pyarrow.fs import LocalFileSystem
 
-        writers: dict[Optional[int], tuple[Any, str, Any]] = {}
+        writers: dict[tuple[int, Optional[int]], tuple[Any, str, Any]] = {}
+        counts: dict[tuple[int, Optional[int]], int] = {}
         schema = None
+        columns = [c.name for c in layouts[0].columns]
         try:
             for batch in batches:
                 if batch.num_rows == 0:
                     continue
                 batch = pa.RecordBatch.from_arrays(batch.columns, names=list(names))
                 if schema is None:
-                    schema = _parquet_schema(batch.schema, layout)
-                buckets: list[Optional[int]] = [None]
-                if layout.bucket is not None:
-                    buckets = pc.unique(batch.column(BUCKET)).to_pylist()
-                for bucket in buckets:
-                    part = batch if bucket is None else batch.filter(pc.equal(batch.column(BUCKET), bucket))
-                    part = part.select([c.name for c in layout.columns])
-                    if bucket not in writers:
+                    schema = _parquet_schema(batch.schema, layouts[0])
+                for index, bucket, part in _split(batch, pc, len(layouts) > 1, layouts[0].bucket is not None):
+                    layout = layouts[index]
+                    if (index, bucket) not in writers:
                         directory = layout.data_dir
                         if layout.bucket is not None:
                             directory += f"{layout.bucket[0]}={bucket}/"
@@ -153,19 +162,35 @@ def file_writer(table_index: int, layout: TableLayout, names: Sequence[str]):
                         stream = local.open_output_stream(inner)
                         writer = pq.ParquetWriter(stream, schema, compression=layout.compression,
                                                   store_decimal_as_integer=True, write_statistics=True)
-                        writers[bucket] = (writer, path, stream)
-                    writers[bucket][0].write_table(pa.Table.from_batches([part]).cast(schema))
+                        writers[(index, bucket)] = (writer, path, stream)
+                        counts[(index, bucket)] = 0
+                    writers[(index, bucket)][0].write_table(
+                        pa.Table.from_batches([part.select(columns)]).cast(schema))
+                    counts[(index, bucket)] += part.num_rows
         finally:
             for writer, _, stream in writers.values():
                 writer.close()
                 stream.close()
         if writers:
+            local = LocalFileSystem()
             yield pa.RecordBatch.from_pylist(
-                [{"table_index": table_index, "path": path, "bucket": bucket}
-                 for bucket, (_, path, _) in writers.items()],
-                schema=pa.schema([("table_index", pa.int32()), ("path", pa.string()), ("bucket", pa.int32())]))
+                [{"table_index": first_index + index, "path": path, "bucket": bucket, "rows": counts[(index, bucket)],
+                  "bytes": local.get_file_info(_local_path(path)).size}
+                 for (index, bucket), (_, path, _) in writers.items()],
+                schema=pa.schema([("table_index", pa.int32()), ("path", pa.string()), ("bucket", pa.int32()),
+                                  ("rows", pa.int64()), ("bytes", pa.int64())]))
 
     return write
+
+
+def _split(batch, pc, by_table: bool, by_bucket: bool) -> Iterator[tuple[int, Optional[int], Any]]:
+    """The parts of a batch of images, one per (table index, bucket) it holds."""
+    tables = pc.unique(batch.column(TABLE_INDEX)).to_pylist() if by_table else [0]
+    for index in tables:
+        rows = batch.filter(pc.equal(batch.column(TABLE_INDEX), index)) if by_table else batch
+        buckets = pc.unique(rows.column(BUCKET)).to_pylist() if by_bucket else [None]
+        for bucket in buckets:
+            yield index, bucket, rows if bucket is None else rows.filter(pc.equal(rows.column(BUCKET), bucket))
 
 
 def _parquet_schema(arrow_schema, layout: TableLayout):
@@ -186,16 +211,28 @@ def _parquet_schema(arrow_schema, layout: TableLayout):
     return pa.schema(fields)
 
 
-def write_files(frames: Sequence[tuple[Any, TableLayout]]) -> list[WrittenFile]:
-    """Write every table's images (``images``) in one Spark job; the files written, per table index (the position
-    in ``frames``). Nothing is committed."""
+def write_files(frames: Sequence[tuple[Any, Sequence[TableLayout]]]) -> list[WrittenFile]:
+    """Write every frame of images (``images``; a frame holds the tables of its layouts) in one Spark job; the
+    files written, per table index (tables numbered across ``frames`` in order). Nothing is committed.
+
+    Adaptive execution is off for the job: it re-plans the whole union after each of its shuffle stages, which
+    grows with the square of the frames (measured: most of a 204-table run's driver time)."""
     if not frames:
         return []
     union = None
-    for index, (frame, layout) in enumerate(frames):
+    first = 0
+    for frame, layouts in frames:
         names = list(frame.columns)
         positional = frame.toDF(*[f"_c{i}" for i in range(len(names))])
-        files = positional.mapInArrow(file_writer(index, layout, names), FILE_SCHEMA)
+        files = positional.mapInArrow(file_writer(first, layouts, names), FILE_SCHEMA)
         union = files if union is None else union.unionAll(files)
-    return [WrittenFile(int(r["table_index"]), str(r["path"]), None if r["bucket"] is None else int(r["bucket"]))
-            for r in union.collect()]
+        first += len(layouts)
+    spark = union.sparkSession
+    adaptive = spark.conf.get("spark.sql.adaptive.enabled")
+    spark.conf.set("spark.sql.adaptive.enabled", "false")
+    try:
+        rows = union.collect()
+    finally:
+        spark.conf.set("spark.sql.adaptive.enabled", adaptive)
+    return [WrittenFile(int(r["table_index"]), str(r["path"]), None if r["bucket"] is None else int(r["bucket"]),
+                        int(r["rows"]), int(r["bytes"])) for r in rows]

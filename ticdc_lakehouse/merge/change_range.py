@@ -44,6 +44,8 @@ class ChangeRange:
     after_ts: Optional[int] = None
     always_sent: Optional[frozenset[str]] = frozenset()
     row_events: Optional[int] = None
+    #: columns renamed in the run ahead of the rows below them: (ts, old, new) (see ``changes.carry_renames``)
+    renames: tuple[tuple[int, str, str], ...] = ()
 
     @property
     def lower(self) -> int:
@@ -61,7 +63,7 @@ class ChangeRange:
         """The typed change set of the range (``changes.change_set``): never collected."""
         target = self.target
         return change_set(events, self.upstream_schema, self.upstream_table, self.lower, self.upto_ts,
-                          target.columns, target.keys, self.always_sent)
+                          target.columns, target.keys, self.always_sent, self.renames)
 
     def with_range(self, upto_ts: int) -> "ChangeRange":
         return replace(self, upto_ts=upto_ts)

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
 from ticdc_lakehouse.iceberg.columns import TargetColumn, mysql_base
-from ticdc_lakehouse.merge.table_events import table_rows
+from ticdc_lakehouse.merge.table_events import TABLE_INDEX, TableRange, table_rows, tables_rows
 from ticdc_lakehouse.merge.value_checks import guarded, raw_sql, try_cast_sql, value_problem
 from ticdc_lakehouse.core.model import DELETE, UPDATE
 from ticdc_lakehouse.core.sql_names import sql_string
@@ -122,14 +122,16 @@ def split_key_changes(rows: DataFrame, keys: Sequence[TargetColumn]) -> DataFram
 
 
 def typed_events(keyed: DataFrame, columns: Sequence[TargetColumn], keys: Sequence[TargetColumn],
-                 partial: Sequence[int]) -> DataFrame:
+                 partial: Sequence[int], carried: Sequence[str] = ()) -> DataFrame:
     """Every event with its values typed as the target columns (``_c<i>``; keys stay ``_k<i>``), and for each
     column some event did not carry (``partial``, see ``partial_positions``) a ``_present_<i>`` flag telling
     whether this event carried it (absent values keep the target's value on update). The other columns need no
-    flag: every event carried them, and a flag would cost a map lookup per event and column for nothing."""
+    flag: every event carried them, and a flag would cost a map lookup per event and column for nothing.
+    ``carried``: other columns kept as they are (``TABLE_INDEX`` of a several-table change set)."""
     key_index = {key.name.lower(): i for i, key in enumerate(keys)}
     flagged = set(partial)
-    selected: list[Column] = [F.col(c) for c in ("op", "commit_ts", "partition", "offset", "seq", "ts_made_up")]
+    selected: list[Column] = [F.col(c) for c in ("op", "commit_ts", "partition", "offset", "seq", "ts_made_up",
+                                                 *carried)]
     selected += [F.col(f"_k{i}") for i in range(len(keys))]
     for position, column in enumerate(columns):
         if column.name.lower() in key_index:
@@ -152,7 +154,8 @@ def _delivery_order(descending: bool) -> list[Column]:
     return [c.desc() for c in columns] if descending else [c.asc() for c in columns]
 
 
-def collapse_to_last(keyed: DataFrame, key_count: int, partial_positions: Sequence[int] = ()) -> DataFrame:
+def collapse_to_last(keyed: DataFrame, key_count: int, partial_positions: Sequence[int] = (),
+                     table_column: Sequence[str] = ()) -> DataFrame:
     """Keep the last change of each key (see ``_delivery_order``).
 
     ``partial_positions``: the non-key columns (``_c<i>``) that some change did not carry. For those, the kept
@@ -160,8 +163,10 @@ def collapse_to_last(keyed: DataFrame, key_count: int, partial_positions: Sequen
     ``_present_<i>`` flag says whether any did: updates that each send only their changed columns add up, and a
     key inserted in the run keeps the columns its later partial updates did not send. Changes before a delete
     never contribute (the row they changed is gone).
+
+    ``table_column``: ``(TABLE_INDEX,)`` for a several-table change set: a key is a key within its table.
     """
-    key_names = [f"_k{i}" for i in range(key_count)]
+    key_names = [*table_column, *[f"_k{i}" for i in range(key_count)]]
     last_first = Window.partitionBy(*key_names).orderBy(*_delivery_order(descending=True))
     ranked = keyed.withColumn("_rank", F.row_number().over(last_first))
     if partial_positions:
@@ -186,12 +191,13 @@ def collapse_to_last(keyed: DataFrame, key_count: int, partial_positions: Sequen
 
 
 def merge_source(collapsed: DataFrame, columns: Sequence[TargetColumn], keys: Sequence[TargetColumn],
-                 partial: Sequence[int]) -> DataFrame:
+                 partial: Sequence[int], carried: Sequence[str] = ()) -> DataFrame:
     """The MERGE source: ``_op``, ``_commit_ts``, every target column under its own name, and the presence flags
-    of the ``partial`` columns (the only ones ``flush.merge_sql`` reads)."""
+    of the ``partial`` columns (the only ones ``flush.merge_sql`` reads); ``carried`` columns as they are."""
     key_index = {key.name.lower(): i for i, key in enumerate(keys)}
     flagged = set(partial)
-    selected: list[Column] = [F.col("op").alias(OP), F.col("commit_ts").alias("_commit_ts")]
+    selected: list[Column] = [F.col("op").alias(OP), F.col("commit_ts").alias("_commit_ts"),
+                              *[F.col(c) for c in carried]]
     for position, column in enumerate(columns):
         if column.name.lower() in key_index:
             selected.append(F.col(f"_k{key_index[column.name.lower()]}").alias(column.name))
@@ -213,11 +219,54 @@ def partial_positions(columns: Sequence[TargetColumn], keys: Sequence[TargetColu
             if column.name.lower() not in key_names and column.name.lower() not in always_sent]
 
 
+def carry_renames(rows: DataFrame, renames: Sequence[tuple[int, str, str]]) -> DataFrame:
+    """Row events with the columns renamed by a DDL applied ahead of them (``ddl_apply.carried``) under their
+    new names: for each (ts, old, new) in ts order, an event below ts holding ``old`` in its images (and in
+    ``named_enums``) holds it as ``new``. Later events already carry the new name."""
+    for ts, old, new in renames:
+        below = F.col("commit_ts") < ts
+        lowered = old.lower()
+
+        def renamed(name: Column, lowered: str = lowered, new: str = new) -> Column:
+            return F.when(F.lower(name) == lowered, F.lit(new)).otherwise(name)
+
+        def carried(column: str) -> Column:
+            if column in ("after", "before"):
+                moved = F.transform_keys(F.col(column), lambda k, _: renamed(k))
+            elif column == "named_enums":
+                moved = F.transform(F.col(column), lambda name: renamed(name))
+            else:
+                return F.col(column)
+            return F.when(below, moved).otherwise(F.col(column)).alias(column)
+
+        rows = rows.select(*[carried(c) for c in rows.columns])
+    return rows
+
+
 def change_set(events: DataFrame, schema: str, table: str, after_ts: int, upto_ts: int,
                columns: Sequence[TargetColumn], keys: Sequence[TargetColumn],
-               always_sent: Optional[frozenset[str]] = frozenset()) -> DataFrame:
-    """The whole chain for one table and one ts range (``always_sent``: see ``partial_positions``)."""
-    rows = table_rows(events, schema, table, after_ts, upto_ts)
+               always_sent: Optional[frozenset[str]] = frozenset(),
+               renames: Sequence[tuple[int, str, str]] = ()) -> DataFrame:
+    """The whole chain for one table and one ts range (``always_sent``: see ``partial_positions``; ``renames``:
+    see ``carry_renames``)."""
+    rows = carry_renames(table_rows(events, schema, table, after_ts, upto_ts), renames)
     partial = partial_positions(columns, keys, always_sent)
     typed = typed_events(split_key_changes(rows, keys), columns, keys, partial)
     return merge_source(collapse_to_last(typed, len(keys), partial), columns, keys, partial)
+
+
+def tables_change_set(events: DataFrame, ranges: Sequence[TableRange], columns: Sequence[TargetColumn],
+                      keys: Sequence[TargetColumn], always_sent: Optional[frozenset[str]] = frozenset()
+                      ) -> DataFrame:
+    """The change sets of several tables with the same columns, keys and ``always_sent``, as one frame: the same
+    chain as ``change_set``, each change with ``TABLE_INDEX`` (its table's position in ``ranges``), collapsed per
+    table and key.
+
+    Why: a changefeed's tables often share their layout (sharded tables, tables of one application). Typing
+    and collapsing them in one plan costs the driver one plan's analysis, not one per table (see
+    ``table_commit.append_tables``)."""
+    rows = tables_rows(events, ranges)
+    partial = partial_positions(columns, keys, always_sent)
+    carried = (TABLE_INDEX,)
+    typed = typed_events(split_key_changes(rows, keys), columns, keys, partial, carried)
+    return merge_source(collapse_to_last(typed, len(keys), partial, carried), columns, keys, partial, carried)

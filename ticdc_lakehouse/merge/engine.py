@@ -205,18 +205,30 @@ def apply_barriers(ctx: RunContext, plan: RunPlan, resolutions: list[HaltedTable
                    ) -> None:
     """Operator resolutions and bootstraps first, then each DDL at or below the cut in commit-ts order: the rows
     of the tables it blocks are merged below its ts (a barrier flush), then it is applied (timed as the run's
-    ``ddl`` phase)."""
+    ``ddl`` phase). Most column changes and TRUNCATE block nothing (``ddl_apply.carried``): a table is then
+    written once in the run, after its schema changes."""
     ctx.removals = ddl_apply.removals(plan.ddls)
+    ctx.run_columns = ddl_apply.columns_by_table(plan.ddls)
     ddl_apply.apply_resolutions(ctx, resolutions)
     for bootstrap in plan.bootstraps:
         ddl_apply.apply_bootstrap(ctx, bootstrap)
     say(f"{ctx.changefeed}: cut at resolved ts {plan.resolved_ts}; {len(plan.ddls)} DDL(s); "
         f"{len(ctx.row_stats)} table(s) with rows")
     phase = time.monotonic()
-    for record in plan.ddls:
-        for schema, table in ddl_apply.tables_blocked(ctx, record):
+    position = 0
+    while position < len(plan.ddls):
+        creates = ddl_apply.independent_creates(plan.ddls, position)
+        if len(creates) > 1:  # a run of new tables (a backfill, a new changefeed): created at once
+            ddl_apply.apply_creates(ctx, creates, ctx.settings.merge.parallel_tables)
+            position += len(creates)
+            fault_point("merge.after_ddl")
+            continue
+        record = plan.ddls[position]
+        carried = ddl_apply.carried(ctx, record)
+        for schema, table in ddl_apply.tables_blocked(ctx, record, carried):
             table_work.flush(ctx, schema, table, record.commit_ts - 1, create_missing=False)
-        ddl_apply.apply_ddl(ctx, record)
+        ddl_apply.apply_ddl(ctx, record, carried)
+        position += 1
         fault_point("merge.after_ddl")
     if ctx.report is not None:
         ctx.report.phases["ddl"] = round(time.monotonic() - phase, 3)

@@ -28,7 +28,7 @@ from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY, JavaIceberg, 
 from ticdc_lakehouse.iceberg.tables import TargetTable
 from ticdc_lakehouse.merge.change_range import ChangeRange, FlushResult
 from ticdc_lakehouse.merge.changes import OP, PRESENT, partial_positions
-from ticdc_lakehouse.merge.table_commit import append_tables, appendable
+from ticdc_lakehouse.merge.table_commit import append_tables, plan_append
 from ticdc_lakehouse.core.sql_names import qualified, quote
 
 _view_ids = itertools.count()
@@ -181,10 +181,10 @@ def flush_table(spark, ji: JavaIceberg, catalog: str, events, change: ChangeRang
     merged = False
     head = None
     if change.has_rows:
-        jtable = ji.load(target.namespace, target.name)
-        if appendable(jtable, change) is not None:
-            return append_tables(spark, ji, catalog, events, [change], parallelism)[0]
-        head = jtable.currentSnapshot()
+        plan = plan_append(ji, change)
+        if plan is not None:
+            return append_tables(spark, ji, catalog, events, [plan], parallelism)[0]
+        head = ji.load(target.namespace, target.name).currentSnapshot()
     if change.has_rows and not target.keys_required:
         _apply_keyless(spark, ji, catalog, events, change.upstream_schema, change.upstream_table, target, lower,
                        upto_ts, properties)

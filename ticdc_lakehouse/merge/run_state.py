@@ -111,6 +111,12 @@ class RunContext:
     row_stats: dict[TableKey, TableStats]
     range_checks: dict[tuple[TableKey, int, int], bool] = field(default_factory=dict)  # has_rows answers asked
     added_in_run: dict[TableKey, dict[str, int]] = field(default_factory=dict)  # see ddl_apply.deferrable
+    #: columns renamed by a DDL applied ahead of the rows below it: (ts, old name, new name), in ts order
+    renamed_in_run: dict[TableKey, list[tuple[int, str, str]]] = field(default_factory=dict)
+    #: columns (lower case) dropped by a DDL applied ahead of the rows below it, which still carry them
+    dropped_in_run: dict[TableKey, set[str]] = field(default_factory=dict)
+    #: per table, the run's DDLs on it and the column names each names (``ddl_apply.columns_by_table``)
+    run_columns: dict[TableKey, list[tuple[int, frozenset[str]]]] = field(default_factory=dict)
     gone: dict[TableKey, int] = field(default_factory=dict)  # dropped or renamed away in this run, at this ts
     removals: dict[TableKey, list] = field(default_factory=dict)  # this run's DROP/RENAME-away per table
     pending: set[TableKey] = field(default_factory=set)  # tables with rows but no schema yet (kept for later)

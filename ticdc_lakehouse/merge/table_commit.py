@@ -8,12 +8,28 @@ table's summary still says exactly what it holds.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from ticdc_lakehouse.runtime.faults import fault_point
 from ticdc_lakehouse.iceberg.java_api import JavaIceberg, watermark_of
-from ticdc_lakehouse.merge.batch_write import TABLES_PER_JOB, TableLayout, WrittenFile, images, table_layout, write_files
+from ticdc_lakehouse.merge.batch_write import (
+    FRAMES_PER_JOB,
+    TableLayout,
+    WrittenFile,
+    images,
+    table_layout,
+    write_files,
+)
 from ticdc_lakehouse.merge.change_range import ChangeRange, FlushResult
+from ticdc_lakehouse.merge.changes import tables_change_set
+from ticdc_lakehouse.merge.table_events import TableRange
+
+
+#: files of at least this many rows are committed with Iceberg's column metrics (read back from their footers,
+#: about 10 ms a file); smaller ones with their row count only: a reader then cannot skip them by value range,
+#: which costs nothing for files this small, and a run of many small tables writes thousands of them
+FULL_METRICS_ROWS = 10_000
 
 
 def holds_no_rows(jtable) -> bool:
@@ -24,6 +40,27 @@ def holds_no_rows(jtable) -> bool:
         return True
     summary = snapshot.summary()
     return int(summary.get("total-data-files") or 0) == 0 and int(summary.get("total-records") or 0) == 0
+
+
+@dataclass(frozen=True)
+class AppendPlan:
+    """A change range that takes the append path: its table's layout, and its snapshot when judged empty."""
+
+    change: ChangeRange
+    snapshot_id: Optional[int]
+    layout: TableLayout
+
+
+def plan_append(ji: JavaIceberg, change: ChangeRange) -> Optional[AppendPlan]:
+    """The append plan of a change range, or None when it must take a MERGE (see ``appendable``)."""
+    if not change.has_rows:
+        return None
+    jtable = ji.load(change.target.namespace, change.target.name)
+    layout = appendable(jtable, change)
+    if layout is None:
+        return None
+    snapshot = jtable.currentSnapshot()
+    return AppendPlan(change, snapshot.snapshotId() if snapshot is not None else None, layout)
 
 
 def appendable(jtable, change: ChangeRange) -> Optional[TableLayout]:
@@ -63,18 +100,21 @@ def commit_appends(ji: JavaIceberg, change: ChangeRange, snapshot_id: Optional[i
     spec, io = jtable.spec(), jtable.io()
     config = jvm.org.apache.iceberg.MetricsConfig.forTable(jtable)
     partition_name = str(spec.fields()[0].name()) if spec.isPartitioned() else None
+    # the classes looked up once: each step of a ``jvm.org.apache...`` path is a gateway call
+    parquet_util, data_files = jvm.org.apache.iceberg.parquet.ParquetUtil, jvm.org.apache.iceberg.DataFiles
+    parquet = jvm.org.apache.iceberg.FileFormat.PARQUET
     append = jtable.newFastAppend()
     written = 0
     for file in files:
-        input_file = io.newInputFile(file.path)
-        metrics = jvm.org.apache.iceberg.parquet.ParquetUtil.fileMetrics(input_file, config)
-        builder = (jvm.org.apache.iceberg.DataFiles.builder(spec).withPath(file.path)
-                   .withFormat(jvm.org.apache.iceberg.FileFormat.PARQUET)
-                   .withFileSizeInBytes(input_file.getLength()).withMetrics(metrics))
+        builder = data_files.builder(spec).withPath(file.path).withFormat(parquet).withFileSizeInBytes(file.bytes)
+        if file.rows >= FULL_METRICS_ROWS:
+            builder = builder.withMetrics(parquet_util.fileMetrics(io.newInputFile(file.path), config))
+        else:
+            builder = builder.withRecordCount(file.rows)
         if partition_name is not None:
             builder = builder.withPartitionPath(f"{partition_name}={file.bucket}")
         append = append.appendFile(builder.build())
-        written += int(metrics.recordCount())
+        written += file.rows
     for key, value in change.properties().items():
         append = append.set(key, str(value))
     append.commit()
@@ -83,32 +123,50 @@ def commit_appends(ji: JavaIceberg, change: ChangeRange, snapshot_id: Optional[i
     return FlushResult(label, change.lower, change.upto_ts, True, written, 0)
 
 
-def append_tables(spark, ji: JavaIceberg, catalog: str, events, changes: Sequence[ChangeRange],
+def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[AppendPlan],
                   parallelism: int = 1) -> list[FlushResult]:
-    """Write the change ranges of tables that hold no rows (each must pass ``appendable``) with one Spark job per
-    ``TABLES_PER_JOB`` tables, then commit each table, ``parallelism`` at a time. A failure of the job (a value
-    a table cannot store) raises before any commit."""
-    planned = []
-    for change in changes:
-        jtable = ji.load(change.target.namespace, change.target.name)
-        layout = appendable(jtable, change)
-        if layout is None:
-            raise ValueError(f"{change.target.namespace}.{change.target.name} cannot take the append path")
-        snapshot = jtable.currentSnapshot()
-        frame = images(change.source(events), catalog, [c.name for c in change.target.columns], layout)
-        planned.append((change, snapshot.snapshotId() if snapshot is not None else None, frame, layout))
-    files: list[list[WrittenFile]] = [[] for _ in planned]
-    for start in range(0, len(planned), TABLES_PER_JOB):
-        chunk = planned[start:start + TABLES_PER_JOB]
-        for file in write_files([(frame, layout) for _, _, frame, layout in chunk]):
-            files[start + file.table_index].append(file)
+    """Write the change ranges of tables that hold no rows (``plan_append``), then commit each table,
+    ``parallelism`` at a time. A failure of the write (a value a table cannot store) raises before any commit.
+
+    Tables with the same layout (columns, keys, columns every change sent, partitioning) share one change set
+    (``changes.tables_change_set``): the driver plans one frame per layout, not one per table, and the frames
+    of up to ``FRAMES_PER_JOB`` layouts run as one Spark job."""
+    groups: dict[tuple, list[int]] = {}
+    for index, plan in enumerate(plans):
+        groups.setdefault(_shape(plan), []).append(index)
+    frames = []
+    for members in groups.values():
+        first = plans[members[0]].change
+        target = first.target
+        if len(members) == 1:
+            source = first.source(events)
+        else:
+            ranges = [TableRange(plans[i].change.upstream_schema, plans[i].change.upstream_table,
+                                 plans[i].change.lower, plans[i].change.upto_ts) for i in members]
+            source = tables_change_set(events, ranges, target.columns, target.keys, first.always_sent)
+        frame = images(source, catalog, [c.name for c in target.columns], plans[members[0]].layout)
+        frames.append((members, frame, [plans[i].layout for i in members]))
+    files: list[list[WrittenFile]] = [[] for _ in plans]
+    for start in range(0, len(frames), FRAMES_PER_JOB):
+        chunk = frames[start:start + FRAMES_PER_JOB]
+        order = [index for members, _, _ in chunk for index in members]
+        for file in write_files([(frame, layouts) for _, frame, layouts in chunk]):
+            files[order[file.table_index]].append(file)
     fault_point("merge.before_append_commits")
 
     def commit(index: int) -> FlushResult:
-        change, snapshot_id, _, _ = planned[index]
-        return commit_appends(ji, change, snapshot_id, files[index])
+        return commit_appends(ji, plans[index].change, plans[index].snapshot_id, files[index])
 
-    if parallelism <= 1 or len(planned) <= 1:
-        return [commit(i) for i in range(len(planned))]
-    with ThreadPoolExecutor(max_workers=min(parallelism, len(planned)), thread_name_prefix="commit") as pool:
-        return list(pool.map(commit, range(len(planned))))
+    if parallelism <= 1 or len(plans) <= 1:
+        return [commit(i) for i in range(len(plans))]
+    with ThreadPoolExecutor(max_workers=min(parallelism, len(plans)), thread_name_prefix="commit") as pool:
+        return list(pool.map(commit, range(len(plans))))
+
+
+def _shape(plan: AppendPlan) -> tuple:
+    """What tables must share to be typed and written by one frame: their columns (names, types, MySQL types),
+    keys, the columns every change sent, and their files' columns and partitioning (not their location)."""
+    target, layout = plan.change.target, plan.layout
+    alone = (plan.change.label,) if plan.change.renames else ()  # its own change set (``carry_renames``)
+    return (tuple(target.columns), tuple(target.keys), plan.change.always_sent, layout.columns, layout.bucket,
+            layout.compression, *alone)

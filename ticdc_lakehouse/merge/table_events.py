@@ -1,4 +1,4 @@
-"""The row events of one upstream table in a commit-ts range: where every change set and every value check starts.
+"""The row events of upstream tables in commit-ts ranges: where every change set and every value check starts.
 
 Its own module because both the change-set transforms (``changes``) and the invalid-value step
 (``value_checks.set_aside_invalid``) start from it, and ``changes`` types values with ``value_checks``.
@@ -6,8 +6,26 @@ Its own module because both the change-set transforms (``changes``) and the inva
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Sequence
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+
+from ticdc_lakehouse.runtime.local_frame import local_frame
+
+#: the column of a several-table change set saying which table (its index in the ranges) a change belongs to
+TABLE_INDEX = "_table"
+
+
+@dataclass(frozen=True)
+class TableRange:
+    """The row events of upstream ``schema.table`` with ``after_ts < commit_ts <= upto_ts``."""
+
+    schema: str
+    table: str
+    after_ts: int
+    upto_ts: int
 
 
 def table_rows(events: DataFrame, schema: str, table: str, after_ts: int, upto_ts: int) -> DataFrame:
@@ -19,3 +37,20 @@ def table_rows(events: DataFrame, schema: str, table: str, after_ts: int, upto_t
         & (F.col("commit_ts") > after_ts)
         & (F.col("commit_ts") <= upto_ts)
     )
+
+
+def tables_rows(events: DataFrame, ranges: Sequence[TableRange]) -> DataFrame:
+    """Row events of several upstream tables, each in its own range, with ``TABLE_INDEX`` (the position of its
+    range in ``ranges``).
+
+    Why a join and not one filter per table: one plan serves any number of tables (the ranges are a small
+    broadcast frame of literals), so planning it costs the same for 2 tables or 2,000."""
+    spark = events.sparkSession
+    wanted = local_frame(spark, [(r.schema.lower(), r.table.lower(), index, r.after_ts, r.upto_ts)
+                                 for index, r in enumerate(ranges)],
+                         f"_schema string, _table_name string, {TABLE_INDEX} int, _after bigint, _upto bigint")
+    rows = events.filter(F.col("kind") == "row")
+    joined = rows.join(F.broadcast(wanted), (F.lower(rows["schema_name"]) == wanted["_schema"])
+                       & (F.lower(rows["table_name"]) == wanted["_table_name"]))
+    return joined.filter((F.col("commit_ts") > F.col("_after")) & (F.col("commit_ts") <= F.col("_upto"))).drop(
+        "_schema", "_table_name", "_after", "_upto")

@@ -57,7 +57,7 @@ def change_range(ctx: RunContext, schema: str, table: str, upto_ts: int, create_
     return ChangeRange(
         target, *names, upto_ts, rows_in_range, ctx.summary(), after_ts=after_ts,
         always_sent=columns_sent(stats.layouts, ctx.added_in_run.get(key)) if stats else frozenset(),
-        row_events=stats.rows if stats else None,
+        row_events=stats.rows if stats else None, renames=tuple(ctx.renamed_in_run.get(key, ())),
     )
 
 
@@ -136,6 +136,10 @@ def add_columns_rows_carry(ctx: RunContext, schema: str, table: str, target: Tar
     if not layouts or not stats.defines_columns:
         return target
     above = set().union(*[names for names, ts in layouts.items() if target.watermark < ts <= upto_ts] or [set()])
+    # names a DDL applied ahead of the rows below it took away (dropped, or renamed from): not columns to add
+    key = table_key(schema, table)
+    above -= ctx.dropped_in_run.get(key, set())
+    above -= {old.lower() for _, old, _ in ctx.renamed_in_run.get(key, ())}
     missing = [(name, descriptor) for name, descriptor in stats.column_types
                if name.lower() in above and target.column(name) is None]
     if not missing:

@@ -8,7 +8,10 @@ evaluated in the JVM. Meant for a handful of rows: each value is one literal in 
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import math
+from typing import Any, Optional, Sequence
+
+from ticdc_lakehouse.core.sql_names import quote, sql_string
 
 
 def local_frame(spark: Any, rows: Sequence[Sequence[Any]], ddl: str) -> Any:
@@ -26,6 +29,41 @@ def local_frame(spark: Any, rows: Sequence[Sequence[Any]], ddl: str) -> Any:
             raise ValueError(f"a row of {len(row)} values for {len(fields)} fields: {row!r}")
     if not rows:
         return spark.range(0).select(*[F.lit(None).cast(f.dataType).alias(f.name) for f in fields])
+    text = _values_sql(rows, fields)
+    if text is not None:
+        return spark.sql(text)
     structs = [F.struct(*[F.lit(value).cast(f.dataType).alias(f.name) for value, f in zip(row, fields)])
                for row in rows]
     return spark.range(1, numPartitions=1).select(F.inline(F.array(*structs)))
+
+
+_SIMPLE_TYPES = ("string", "int", "bigint", "smallint", "tinyint", "boolean", "double")
+
+
+def _values_sql(rows: Sequence[Sequence[Any]], fields: Sequence[Any]) -> Optional[str]:
+    """The rows as one ``SELECT ... FROM VALUES`` statement when every field has a simple type and every value is
+    a string, integer, boolean, float or None; else None. One gateway call whatever the number of rows (the
+    struct of literals costs a few calls per value: seconds for a few hundred rows)."""
+    types = [f.dataType.simpleString() for f in fields]
+    if any(t not in _SIMPLE_TYPES for t in types):
+        return None
+    literals = []
+    for row in rows:
+        values = []
+        for value in row:
+            if value is None:
+                values.append("NULL")
+            elif isinstance(value, bool):
+                values.append("TRUE" if value else "FALSE")
+            elif isinstance(value, int):
+                values.append(str(value))
+            elif isinstance(value, float) and math.isfinite(value):
+                values.append(repr(value) + "D")
+            elif isinstance(value, str):
+                values.append(sql_string(value))
+            else:
+                return None
+        literals.append("(" + ", ".join(values) + ")")
+    columns = ", ".join(f"col{i + 1}" for i in range(len(fields)))
+    typed = ", ".join(f"CAST(col{i + 1} AS {t}) AS {quote(f.name)}" for i, (f, t) in enumerate(zip(fields, types)))
+    return f"SELECT {typed} FROM VALUES {', '.join(literals)} AS rows({columns})"

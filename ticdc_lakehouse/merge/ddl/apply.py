@@ -12,7 +12,8 @@ wait in the landed segments, the reason shows in ``lakehouse status``, other tab
 from __future__ import annotations
 
 import logging
-from typing import Iterable, Optional
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterable, Optional, Sequence
 
 from ticdc_lakehouse.merge.ddl import parse as dp
 from ticdc_lakehouse.core.column_defaults import UnknownDefault, existing_row_value
@@ -24,7 +25,7 @@ from ticdc_lakehouse.merge import table_work
 from ticdc_lakehouse.merge.plan import DDLRecord, table_key
 from ticdc_lakehouse.merge.run_state import RunContext
 from ticdc_lakehouse.core.model import ColumnSchema, TableSchema
-from ticdc_lakehouse.core.mysql_types import column_doc, iceberg_type, parse_type, widening
+from ticdc_lakehouse.core.mysql_types import column_doc, holds_every_value, iceberg_type, parse_type, widening
 from ticdc_lakehouse.core.sql_names import qualified, quote, sql_string
 from ticdc_lakehouse.runtime.state import HaltedTable
 from ticdc_lakehouse.core.values import to_bytes
@@ -135,13 +136,91 @@ def deferrable(changes: list) -> bool:
         return False
 
 
-def tables_blocked(ctx: RunContext, record: DDLRecord) -> list[tuple[str, str]]:
-    """Tables whose rows below the DDL's ts must be merged before it is applied (the DDL barrier)."""
+def column_names(changes: list) -> frozenset[str]:
+    """The column names (lower case) a statement's column changes name: added, dropped, renamed (both names),
+    modified (both names)."""
+    names: set[str] = set()
+    for change in changes:
+        if isinstance(change, dp.AddColumn):
+            names.add(change.column.name.lower())
+        elif isinstance(change, dp.DropColumn):
+            names.add(change.name.lower())
+        elif isinstance(change, dp.RenameColumn):
+            names |= {change.old.lower(), change.new.lower()}
+        elif isinstance(change, dp.ModifyColumn):
+            names |= {change.name.lower(), (change.column.name or change.name).lower()}
+    return frozenset(names)
+
+
+def columns_by_table(records: Iterable[DDLRecord]) -> dict[tuple[str, str], list[tuple[int, frozenset[str]]]]:
+    """Per table, each of the run's DDLs on it and the column names it names (``column_names``)."""
+    result: dict[tuple[str, str], list[tuple[int, frozenset[str]]]] = {}
+    for record in records:
+        try:
+            changes = changes_of(record)
+        except Exception:  # noqa: BLE001 - unparsable: it halts its table anyway
+            continue
+        for key in {table_key(c.schema, c.table) for c in changes if isinstance(c, dp.TableChange) and c.table}:
+            result.setdefault(key, []).append((record.commit_ts, column_names(changes)))
+    return result
+
+
+def carried(ctx: RunContext, record: DDLRecord) -> bool:
+    """Whether the rows of the DDL's table below it are carried into the schema after it, so it needs no barrier
+    (no merge of those rows before it): it is applied ahead of them, and the table's rows of the whole run are
+    written once, typed by the new schema (``deferrable``: added nullable columns, defaults, metadata; also
+    dropped columns, whose values the rows below then simply lose; renamed columns, whose values the change set
+    reads under the old name below the DDL (``changes.carry_renames``); and a type change every old value
+    survives (``mysql_types.holds_every_value``)).
+
+    Not for a key column (a key change needs the barrier), a keyless table, or a column another DDL of the run
+    also names (a column dropped and added again must not take the old values back)."""
+    try:
+        changes = changes_of(record)
+    except Exception:  # noqa: BLE001 - a DDL we cannot parse keeps its barrier
+        return False
+    if deferrable(changes):
+        return True
+    try:
+        tables = {table_key(c.schema, c.table) for c in changes}
+        if len(tables) != 1 or not all(isinstance(c, dp.TableChange) for c in changes):
+            return False
+        target = ctx.target(changes[0].schema, changes[0].table)
+        if not target.exists or not target.keys_required:
+            return False
+        keys = {k.name.lower() for k in target.keys}
+        for change in changes:
+            if isinstance(change, (dp.MetadataOnly, dp.SetDefault, dp.DropColumn, dp.RenameColumn)):
+                continue
+            if isinstance(change, dp.AddColumn):
+                if default_fill(parse_type(change.column.mysql_type), change.column) is not None:
+                    return False
+            elif isinstance(change, dp.ModifyColumn):
+                existing = target.column(change.name)
+                if (existing is None or not existing.mysql_type
+                        or (change.column.name or change.name).lower() != change.name.lower()
+                        or not holds_every_value(parse_type(existing.mysql_type), parse_type(change.column.mysql_type))):
+                    return False
+            else:
+                return False
+        named = column_names(changes)
+        if named & keys:
+            return False
+        others = ctx.run_columns.get(next(iter(tables)), [])
+        return not any(ts != record.commit_ts and names & named for ts, names in others)
+    except Exception:  # noqa: BLE001 - anything unusual takes the barrier
+        return False
+
+
+def tables_blocked(ctx: RunContext, record: DDLRecord, carried_below: bool = False) -> list[tuple[str, str]]:
+    """Tables whose rows below the DDL's ts must be merged before it is applied (the DDL barrier): none when
+    its rows are ``carried_below`` (see ``carried``), or for a TRUNCATE (the rows below it are gone upstream: its
+    commit moves the table's watermark to its ts, so they are never merged)."""
     try:
         changes = changes_of(record)
     except Exception:  # noqa: BLE001 - a DDL we cannot parse still blocks its own table
         return [(record.schema, record.table)] if record.table else []
-    if deferrable(changes):
+    if carried_below or deferrable(changes) or (changes and all(isinstance(c, dp.TruncateTable) for c in changes)):
         return []
     blocked: list[tuple[str, str]] = []
     for change in changes:
@@ -164,8 +243,43 @@ def _tables_in_schema(ctx: RunContext, schema: str) -> list[tuple[str, str]]:
     return [(namespace, name) for name in ctx.ji.list_tables(namespace)] if namespace else []
 
 
-def apply_ddl(ctx: RunContext, record: DDLRecord) -> None:
-    """Apply one DDL (all the changes of its statement); halt the table on what Iceberg cannot express."""
+def apply_ddl(ctx: RunContext, record: DDLRecord, carried_below: bool = False) -> None:
+    """Apply one DDL (all the changes of its statement); halt the table on what Iceberg cannot express.
+    ``carried_below``: applied ahead of the table's rows below it (see ``carried``)."""
+    _report_applied(ctx, record, _apply(ctx, record, carried_below))
+
+
+def independent_creates(records: Sequence[DDLRecord], start: int) -> list[DDLRecord]:
+    """The records from ``start`` on that are each one plain CREATE TABLE of a table none of the others names:
+    the order among them changes nothing, so they may be applied at once (``apply_creates``)."""
+    run: list[DDLRecord] = []
+    seen: set[tuple[str, str]] = set()
+    for record in records[start:]:
+        try:
+            changes = changes_of(record)
+        except Exception:  # noqa: BLE001 - applied alone (it halts its table)
+            break
+        if len(changes) != 1 or not isinstance(changes[0], dp.CreateTable):
+            break
+        key = table_key(changes[0].table.schema, changes[0].table.table)
+        if key in seen:
+            break
+        seen.add(key)
+        run.append(record)
+    return run
+
+
+def apply_creates(ctx: RunContext, records: Sequence[DDLRecord], parallelism: int) -> None:
+    """Apply ``independent_creates`` records ``parallelism`` at a time (a table creation is a few catalog calls
+    and metadata writes: hundreds of new tables one by one cost minutes); the report lists them in ts order."""
+    with ThreadPoolExecutor(max_workers=max(1, parallelism), thread_name_prefix="create") as pool:
+        applied = list(pool.map(lambda record: _apply(ctx, record, False), records))
+    for record, changes in zip(records, applied):
+        _report_applied(ctx, record, changes)
+
+
+def _apply(ctx: RunContext, record: DDLRecord, carried_below: bool) -> Optional[list]:
+    """``apply_ddl`` without the report: the changes of the statement when it was applied, else None."""
     try:
         changes = changes_of(record)
     except Exception as exc:  # noqa: BLE001
@@ -173,9 +287,9 @@ def apply_ddl(ctx: RunContext, record: DDLRecord) -> None:
             ctx.halt(record.schema, record.table, record.commit_ts, record.query, f"cannot parse DDL: {exc}")
         else:
             log.error("cannot parse DDL at %s (%s): %s", record.commit_ts, record.query, exc)
-        return
+        return None
     applied = False
-    deferred = deferrable(changes)  # applied ahead of the rows below it (see tables_blocked)
+    deferred = carried_below or deferrable(changes)  # applied ahead of the rows below it (see tables_blocked)
     for group in _group_alters(changes):
         targets = _touched(group[0])
         if any(table_key(s, t) in ctx.halted and ctx.halted[table_key(s, t)] <= record.commit_ts for s, t in targets):
@@ -191,7 +305,11 @@ def apply_ddl(ctx: RunContext, record: DDLRecord) -> None:
         except Exception as exc:  # noqa: BLE001 - an Iceberg validation error: halt, never crash the run
             schema, table = targets[0] if targets else (record.schema, record.table)
             ctx.halt(schema, table, record.commit_ts, record.query, f"{type(exc).__name__}: {_short(exc)}")
-    if applied and ctx.report is not None:
+    return changes if applied else None
+
+
+def _report_applied(ctx: RunContext, record: DDLRecord, changes: Optional[list]) -> None:
+    if changes is not None and ctx.report is not None:
         ctx.report.ddls_applied.append(f"{record.commit_ts}: {record.query}")
         for name in _lake_tables(ctx, [touched for change in changes for touched in _touched(change)]):
             if name not in ctx.report.ddl_tables:
@@ -316,10 +434,17 @@ def _alter_table(ctx: RunContext, record: DDLRecord, changes: list, deferred: bo
         # Applied ahead of the rows below it: its snapshot keeps the table's watermark (those rows are not merged
         # yet) and names the DDL's ts instead, which is how a rerun knows it is applied. Its new columns are
         # NULL in the table until the run's rows are merged (see staged_stats.columns_sent).
-        added = ctx.added_in_run.setdefault(table_key(first.schema, first.table), {})
+        key = table_key(first.schema, first.table)
+        added = ctx.added_in_run.setdefault(key, {})
         for change in changes:
             if isinstance(change, dp.AddColumn):
                 added[change.column.name.lower()] = ts
+            elif isinstance(change, dp.RenameColumn):  # the rows below carry the old name
+                renames = ctx.renamed_in_run.setdefault(key, [])
+                if (ts, change.old, change.new) not in renames:
+                    renames.append((ts, change.old, change.new))
+            elif isinstance(change, dp.DropColumn):  # the rows below carry it: not a column to add back
+                ctx.dropped_in_run.setdefault(key, set()).add(change.name.lower())
         if _deferred_marker_exists(jtable, ts):
             return False
         summary = {**summary, RESOLVED_TS_PROPERTY: str(target.watermark), DDL_TS_PROPERTY: str(ts)}
@@ -566,4 +691,5 @@ def apply_resolutions(ctx: RunContext, resolutions: Iterable[HaltedTable]) -> No
             ctx.target(halt.schema, halt.table, refresh=True)
 
 
-__all__ = ["apply_ddl", "apply_bootstrap", "apply_resolutions", "tables_blocked"]
+__all__ = ["apply_creates", "apply_ddl", "apply_bootstrap", "apply_resolutions", "carried", "independent_creates",
+           "tables_blocked"]
