@@ -182,6 +182,7 @@ def measure(case: Case, workdir: Path) -> Measured:
                       str(directory / "archive"), "--protocol", "open", "--format", "json"],
                      deployment(directory / "lake", config), directory / "backfill.log")
     check_backfill(directory / "backfill.log")
+    verify(directory)
     append = timed([sys.executable, str(Path(__file__).resolve()), "--append", str(directory / "final")],
                    deployment(directory / "append", config), directory / "append.log")
     return Measured(case, row_events, final_rows, backfill, append)
@@ -194,6 +195,25 @@ def check_backfill(log: Path) -> None:
     report = json.loads(text[start:]) if start >= 0 else {}
     if not report.get("ok", False):
         raise RuntimeError(f"the backfill did not report ok; see {log}")
+
+
+def verify(directory: Path) -> None:
+    """The backfilled lake holds the case's final rows: per table the same number of rows and the same keys (its
+    first column), read by pyiceberg (no JVM). A run that is fast because it is wrong is no figure."""
+    import pyarrow.parquet as pq
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    lake = directory / "lake"
+    catalog = SqlCatalog("lake", uri=f"sqlite:///{lake / 'catalog.db'}", warehouse=str(lake / "warehouse"))
+    for table in json.loads((directory / "final" / "types.json").read_text()):
+        expected = pq.read_table(directory / "final" / f"{table}.parquet")
+        got = catalog.load_table(("bench", table)).scan().to_arrow()
+        key = expected.column_names[0]
+        want_keys = sorted(str(v) for v in expected.column(key).to_pylist())
+        got_keys = sorted(str(v) for v in got.column(key).to_pylist())
+        if want_keys != got_keys:
+            raise RuntimeError(f"bench.{table}: {got.num_rows:,} row(s) in the lake, {expected.num_rows:,} upstream "
+                               f"(or other keys); see {directory}")
 
 
 def cases(transactions: int, many_tables: int) -> dict[str, Case]:

@@ -199,3 +199,17 @@ def test_set_bitmasks_past_bigint_and_enum_indexes_past_int_under_ansi(spark):
     huge = spark.createDataFrame([({"v": "99999999999999999999"},)], "m map<string,string>")
     with pytest.raises(Exception, match="lakehouse-invalid-value: column v .*99999999999999999999"):
         huge.select(typed_value("m", F.array(), enum).alias("v")).collect()
+
+
+def test_a_column_renamed_ahead_of_older_rows_reads_their_values_under_its_new_name(spark):
+    """``change_set(renames=...)``: events below a RENAME COLUMN applied ahead of them hold the column under its
+    old name (``Old``, any case); they are typed by the new name, later events as they are."""
+    renamed = [TargetColumn("id", "int", "int"), TargetColumn("note", "string", "varchar(9)")]
+    events = [
+        event(10, INSERT, {"id": "1", "Old": "a"}, types={"id": "int", "Old": "varchar"}),
+        event(11, INSERT, {"id": "2", "Old": "b"}, types={"id": "int", "Old": "varchar"}),
+        event(30, UPDATE, {"id": "2", "note": "b2"}, {"id": "2", "note": "b"}, types={"id": "int", "note": "varchar"}),
+        event(31, INSERT, {"id": "3", "note": "c"}, types={"id": "int", "note": "varchar"}),
+    ]
+    out = change_set(frame(spark, events), "s", "t", 0, 100, renamed, renamed[:1], renames=((20, "old", "note"),))
+    assert {r["id"]: r["note"] for r in out.collect()} == {1: "a", 2: "b2", 3: "c"}

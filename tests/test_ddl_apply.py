@@ -120,3 +120,59 @@ def test_adding_a_nullable_column_needs_no_merge_before_it(spark, settings, tmp_
     assert [s["ts"] for s in snapshots if s["added"]] == ["200"]  # one MERGE: no barrier at 120 or 140
     again = backfill(settings, archive, protocol="open", spark=spark)["merge"]
     assert again["ddls_applied"] == [] and len(lake_rows(spark, "SELECT * FROM app.a")) == 3
+
+
+def test_column_ddl_and_truncate_carry_the_rows_below_them(spark, settings, tmp_path):
+    """A second run over a table that holds rows: widen, rename and drop a column, truncate, then a column
+    dropped and added again. The rows below the first four are carried into the schema after them (one write at
+    the cut, no barrier); the re-added column keeps its barrier, so the dropped values do not come back."""
+    b = {"id": "int", "v": "varchar", "n": "int", "old": "varchar"}
+    first = [
+        ddl(100, "", "CREATE DATABASE app", "CREATE_SCHEMA"),
+        ddl(101, "a", "CREATE TABLE app.a (id int PRIMARY KEY, v varchar(10), n int, old varchar(5))",
+            "CREATE_TABLE"),
+        ddl(102, "t", "CREATE TABLE app.t (id int PRIMARY KEY, v varchar(10))", "CREATE_TABLE"),
+        row(103, "a", INSERT, {"id": "1", "v": "x", "n": "1", "old": "o1"}, b),
+        row(104, "t", INSERT, {"id": "1", "v": "before"}, A),
+        ResolvedEvent(105, P0),
+    ]
+    renamed = {"id": "int", "v": "varchar", "n": "bigint", "new": "varchar"}
+    dropped = {"id": "int", "n": "bigint", "new": "varchar"}
+    second = [
+        row(110, "a", INSERT, {"id": "2", "v": "y", "n": "2", "old": "o2"}, b),
+        row(111, "a", UPDATE, {"id": "1", "v": "x1", "n": "11", "old": "o11"}, b),
+        ddl(120, "a", "ALTER TABLE app.a MODIFY COLUMN n bigint", "MODIFY_COLUMN"),
+        row(121, "a", INSERT, {"id": "3", "v": "z", "n": "4294967296", "old": "o3"},
+            {"id": "int", "v": "varchar", "n": "bigint", "old": "varchar"}),
+        ddl(130, "a", "ALTER TABLE app.a RENAME COLUMN old TO new", "RENAME_COLUMN"),
+        row(131, "a", UPDATE, {"id": "2", "v": "y2", "n": "2", "new": "n2"}, renamed),
+        ddl(140, "a", "ALTER TABLE app.a DROP COLUMN v", "DROP_COLUMN"),
+        row(141, "a", INSERT, {"id": "4", "n": "5", "new": "n4"}, dropped),
+        row(150, "t", INSERT, {"id": "2", "v": "gone"}, A),
+        ddl(151, "t", "TRUNCATE TABLE app.t", "TRUNCATE_TABLE"),
+        row(152, "t", INSERT, {"id": "3", "v": "after"}, A),
+        row(160, "t", UPDATE, {"id": "3", "v": "kept"}, A),
+        ddl(161, "t", "ALTER TABLE app.t DROP COLUMN v", "DROP_COLUMN"),
+        ddl(162, "t", "ALTER TABLE app.t ADD COLUMN v varchar(10) NULL", "ADD_COLUMN"),
+        ResolvedEvent(200, P0),
+    ]
+    encoder = OpenProtocolEncoder()
+    archive = tmp_path / "archive"
+    write_archive(archive, "t", {0: [(*encoder.encode(e), [], None) for e in first]})
+    backfill(settings, archive, protocol="open", spark=spark)
+    write_archive(archive, "t", {0: [(*encoder.encode(e), [], None) for e in first + second]})
+    report = backfill(settings, archive, protocol="open", spark=spark)["merge"]
+    assert report["halted"] == [] and len([d for d in report["ddls_applied"] if "DATABASE" not in d]) == 6
+    assert lake_rows(spark, "SELECT * FROM app.a ORDER BY id") == [
+        {"id": 1, "n": 11, "new": "o11"},
+        {"id": 2, "n": 2, "new": "n2"},
+        {"id": 3, "n": 4294967296, "new": "o3"},
+        {"id": 4, "n": 5, "new": "n4"},
+    ]
+    assert lake_rows(spark, "SELECT * FROM app.t ORDER BY id") == [{"id": 3, "v": None}]
+    written = lake_rows(spark, "SELECT summary['tidb.resolved-ts'] AS ts FROM app.a.snapshots "
+                               "WHERE summary['added-records'] IS NOT NULL ORDER BY committed_at")
+    assert [s["ts"] for s in written] == ["105", "200"]  # the first run, then one write at the cut: no barrier
+    again = backfill(settings, archive, protocol="open", spark=spark)["merge"]
+    assert [d for d in again["ddls_applied"] if "DATABASE" not in d] == []
+    assert len(lake_rows(spark, "SELECT * FROM app.a")) == 4

@@ -429,3 +429,16 @@ def test_column_doc_is_readable_and_rejects_foreign_docs() -> None:
     assert mt.column_doc(mt.parse_type("bigint unsigned"), "order id") == "mysql:bigint unsigned\norder id"
     with pytest.raises(ValueError):
         mt.type_from_doc("order id")
+
+
+@pytest.mark.parametrize("old, new, carried", [
+    ("int", "bigint", True), ("tinyint", "int", True), ("int unsigned", "bigint", True),
+    ("int unsigned", "int", False), ("int", "int unsigned", False), ("bigint", "int", False),
+    ("decimal(5,2)", "decimal(9,2)", True), ("decimal(5,2)", "decimal(9,3)", False),
+    ("varchar(10)", "varchar(20)", True), ("varchar(20)", "varchar(10)", False), ("char(3)", "text", True),
+    ("float", "double", False), ("enum('a','b')", "enum('a','b','c')", False), ("int", "varchar(20)", False),
+])
+def test_which_type_changes_every_old_value_survives(old, new, carried):
+    """A MODIFY COLUMN the rows below it may be typed through (no DDL barrier): only when each old value is the
+    same value of the new type in the lake."""
+    assert mt.holds_every_value(mt.parse_type(old), mt.parse_type(new)) is carried

@@ -9,6 +9,7 @@ Spark users get the same with ``SELECT ... FROM shop.orders VERSION AS OF 'tso_<
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Mapping, Optional
 
@@ -124,9 +125,8 @@ def tag_cut(spark, settings: Settings, cut: int, tables: Mapping[str, Optional[i
     cost a SQL parse and plan each: seconds for a changefeed of hundreds of tables)."""
     ji = JavaIceberg(spark, settings.catalog_name)
     tag = TAG_PREFIX + str(cut)
-    for name, snapshot in tables.items():
-        if snapshot is None:
-            continue
+
+    def tag_table(name: str, snapshot: int) -> None:
         namespace, _, table = name.partition(".")
         jtable = ji.load(namespace, table)
         manage = jtable.manageSnapshots()
@@ -134,3 +134,8 @@ def tag_cut(spark, settings: Settings, cut: int, tables: Mapping[str, Optional[i
             manage.replaceTag(tag, int(snapshot)).commit()
         else:
             manage.createTag(tag, int(snapshot)).commit()
+
+    tagged = [(name, snapshot) for name, snapshot in tables.items() if snapshot is not None]
+    with ThreadPoolExecutor(max_workers=max(1, min(settings.merge.parallel_tables, len(tagged) or 1)),
+                            thread_name_prefix="tag") as pool:
+        list(pool.map(lambda item: tag_table(*item), tagged))  # each table its own commit; errors raise here

@@ -23,6 +23,7 @@ each table the ordinary way, which sets the value aside (``value_checks``).
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional, Sequence
@@ -71,26 +72,27 @@ class WrittenFile:
     bytes: int = 0  # the file's size
 
 
-def table_layout(jtable) -> Optional[TableLayout]:
+def table_layout(jvm, jtable) -> Optional[TableLayout]:
     """The layout of a table the append path can write, or None (a partition spec other than none or one
-    ``bucket[N]`` of a column, or a column type the writer does not map)."""
-    schema = jtable.schema()
+    ``bucket[N]`` of a column, or a column type the writer does not map). Read from the table's schema and spec
+    in Iceberg's JSON form: a few gateway calls, not a few per column."""
+    schema = json.loads(str(jvm.org.apache.iceberg.SchemaParser.toJson(jtable.schema())))
     columns = []
-    for field in schema.columns():
-        if not field.type().isPrimitiveType():
+    names: dict[int, str] = {}
+    for field in schema.get("fields", []):
+        if not isinstance(field["type"], str):  # a struct, list or map
             return None
-        columns.append(ArrowColumn(str(field.name()), int(field.fieldId()), bool(field.isRequired())))
-    spec = jtable.spec()
-    fields = list(spec.fields())
+        columns.append(ArrowColumn(str(field["name"]), int(field["id"]), bool(field.get("required"))))
+        names[int(field["id"])] = str(field["name"])
+    fields = json.loads(str(jvm.org.apache.iceberg.PartitionSpecParser.toJson(jtable.spec()))).get("fields", [])
     bucket = None
     if len(fields) > 1:
         return None
     if fields:
-        transform = str(fields[0].transform().toString())
-        if not transform.startswith("bucket["):
+        transform = str(fields[0]["transform"])
+        if not transform.startswith("bucket[") or int(fields[0]["source-id"]) not in names:
             return None
-        source = schema.findColumnName(fields[0].sourceId())
-        bucket = (str(fields[0].name()), str(source), int(transform[len("bucket["):-1]))
+        bucket = (str(fields[0]["name"]), names[int(fields[0]["source-id"])], int(transform[len("bucket["):-1]))
     probe = str(jtable.locationProvider().newDataLocation("probe"))
     codec = str(jtable.properties().getOrDefault("write.parquet.compression-codec", "zstd")).lower()
     return TableLayout(probe[: -len("probe")], tuple(columns), bucket, codec)

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
 from ticdc_lakehouse.iceberg.columns import TargetColumn, mysql_base
-from ticdc_lakehouse.merge.table_events import TABLE_INDEX, TableRange, table_rows, tables_rows
+from ticdc_lakehouse.merge.table_events import TABLE_INDEX, TableRange, carry_renames, table_rows, tables_rows
 from ticdc_lakehouse.merge.value_checks import guarded, raw_sql, try_cast_sql, value_problem
 from ticdc_lakehouse.core.model import DELETE, UPDATE
 from ticdc_lakehouse.core.sql_names import sql_string
@@ -219,36 +219,12 @@ def partial_positions(columns: Sequence[TargetColumn], keys: Sequence[TargetColu
             if column.name.lower() not in key_names and column.name.lower() not in always_sent]
 
 
-def carry_renames(rows: DataFrame, renames: Sequence[tuple[int, str, str]]) -> DataFrame:
-    """Row events with the columns renamed by a DDL applied ahead of them (``ddl_apply.carried``) under their
-    new names: for each (ts, old, new) in ts order, an event below ts holding ``old`` in its images (and in
-    ``named_enums``) holds it as ``new``. Later events already carry the new name."""
-    for ts, old, new in renames:
-        below = F.col("commit_ts") < ts
-        lowered = old.lower()
-
-        def renamed(name: Column, lowered: str = lowered, new: str = new) -> Column:
-            return F.when(F.lower(name) == lowered, F.lit(new)).otherwise(name)
-
-        def carried(column: str) -> Column:
-            if column in ("after", "before"):
-                moved = F.transform_keys(F.col(column), lambda k, _: renamed(k))
-            elif column == "named_enums":
-                moved = F.transform(F.col(column), lambda name: renamed(name))
-            else:
-                return F.col(column)
-            return F.when(below, moved).otherwise(F.col(column)).alias(column)
-
-        rows = rows.select(*[carried(c) for c in rows.columns])
-    return rows
-
-
 def change_set(events: DataFrame, schema: str, table: str, after_ts: int, upto_ts: int,
                columns: Sequence[TargetColumn], keys: Sequence[TargetColumn],
                always_sent: Optional[frozenset[str]] = frozenset(),
                renames: Sequence[tuple[int, str, str]] = ()) -> DataFrame:
     """The whole chain for one table and one ts range (``always_sent``: see ``partial_positions``; ``renames``:
-    see ``carry_renames``)."""
+    see ``table_events.carry_renames``)."""
     rows = carry_renames(table_rows(events, schema, table, after_ts, upto_ts), renames)
     partial = partial_positions(columns, keys, always_sent)
     typed = typed_events(split_key_changes(rows, keys), columns, keys, partial)

@@ -56,19 +56,19 @@ def plan_append(ji: JavaIceberg, change: ChangeRange) -> Optional[AppendPlan]:
     if not change.has_rows:
         return None
     jtable = ji.load(change.target.namespace, change.target.name)
-    layout = appendable(jtable, change)
+    layout = appendable(ji, jtable, change)
     if layout is None:
         return None
     snapshot = jtable.currentSnapshot()
     return AppendPlan(change, snapshot.snapshotId() if snapshot is not None else None, layout)
 
 
-def appendable(jtable, change: ChangeRange) -> Optional[TableLayout]:
+def appendable(ji: JavaIceberg, jtable, change: ChangeRange) -> Optional[TableLayout]:
     """The table's layout when its change range may take the append path: rows to apply, a key that is never
     NULL, no rows in the lake yet, and a layout the writer handles; else None."""
     if not change.has_rows or not change.target.keys_required or not holds_no_rows(jtable):
         return None
-    layout = table_layout(jtable)
+    layout = table_layout(ji.jvm, jtable)
     if layout is None or on_object_storage(layout.data_dir):
         return None  # the task-side writer's uploads to an S3 API are not verified yet: MERGE there
     return layout

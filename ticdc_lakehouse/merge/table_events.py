@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ticdc_lakehouse.runtime.local_frame import local_frame
@@ -54,3 +54,27 @@ def tables_rows(events: DataFrame, ranges: Sequence[TableRange]) -> DataFrame:
                        & (F.lower(rows["table_name"]) == wanted["_table_name"]))
     return joined.filter((F.col("commit_ts") > F.col("_after")) & (F.col("commit_ts") <= F.col("_upto"))).drop(
         "_schema", "_table_name", "_after", "_upto")
+
+
+def carry_renames(rows: DataFrame, renames: Sequence[tuple[int, str, str]]) -> DataFrame:
+    """Row events with the columns renamed by a DDL applied ahead of them (``ddl_apply.carried``) under their
+    new names: for each (ts, old, new) in ts order, an event below ts holding ``old`` in its images (and in
+    ``named_enums``) holds it as ``new``. Later events already carry the new name."""
+    for ts, old, new in renames:
+        below = F.col("commit_ts") < ts
+        lowered = old.lower()
+
+        def renamed(name: Column, lowered: str = lowered, new: str = new) -> Column:
+            return F.when(F.lower(name) == lowered, F.lit(new)).otherwise(name)
+
+        def carried(column: str) -> Column:
+            if column in ("after", "before"):
+                moved = F.transform_keys(F.col(column), lambda k, _: renamed(k))
+            elif column == "named_enums":
+                moved = F.transform(F.col(column), lambda name: renamed(name))
+            else:
+                return F.col(column)
+            return F.when(below, moved).otherwise(F.col(column)).alias(column)
+
+        rows = rows.select(*[carried(c) for c in rows.columns])
+    return rows

@@ -25,7 +25,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from ticdc_lakehouse.iceberg.columns import TargetColumn, mysql_base
-from ticdc_lakehouse.merge.table_events import table_rows
+from ticdc_lakehouse.merge.table_events import carry_renames, table_rows
 from ticdc_lakehouse.core.mysql_types import iceberg_type, parse_type
 from ticdc_lakehouse.core.sql_names import sql_string
 
@@ -195,14 +195,16 @@ ROW_HALT = "row event at {topic}/{partition}/{offset}"
 ROW_SKIPPED = "skipped-row"
 
 
-def set_aside_invalid(ctx, schema: str, table: str, target, lower: int, upto_ts: int, holding: bool):
+def set_aside_invalid(ctx, schema: str, table: str, target, lower: int, upto_ts: int, holding: bool,
+                      renames: Sequence[tuple[int, str, str]] = ()):
     """After a change set failed on a bad value: find the table's bad row events in ``lower < ts <= upto_ts``
     (in the executors) and set them aside. ``dead-letter`` mode records each in ``_lakehouse.dead_letters``
     (topic, partition, offset, the table, column, value and why) and returns the valid events to merge instead.
     ``hold`` mode halts the table at the first bad event's commit ts (``lakehouse status`` shows it with
     :data:`ROW_HALT`) and returns the events with the new upper bound below it; a row the operator skipped there
-    (``lakehouse skip-message T/P/O``) is dead-lettered instead. Returns (events, upto_ts)."""
-    rows = table_rows(ctx.events, schema, table, lower, upto_ts)
+    (``lakehouse skip-message T/P/O``) is dead-lettered instead. Returns (events, upto_ts). ``renames``: see
+    ``table_events.carry_renames``."""
+    rows = carry_renames(table_rows(ctx.events, schema, table, lower, upto_ts), renames)
     label = f"{schema}.{table}"
     where = F.format_string(ROW_HALT.replace("{topic}", "%s").replace("{partition}", "%d").replace("{offset}", "%d"),
                             "topic", "partition", "offset")

@@ -215,12 +215,14 @@ def carried(ctx: RunContext, record: DDLRecord) -> bool:
 def tables_blocked(ctx: RunContext, record: DDLRecord, carried_below: bool = False) -> list[tuple[str, str]]:
     """Tables whose rows below the DDL's ts must be merged before it is applied (the DDL barrier): none when
     its rows are ``carried_below`` (see ``carried``), or for a TRUNCATE (the rows below it are gone upstream: its
-    commit moves the table's watermark to its ts, so they are never merged)."""
+    commit moves the table's watermark to its ts, so they are never merged; without resolved events a flush
+    does not start at the watermark, so there the barrier stays)."""
     try:
         changes = changes_of(record)
     except Exception:  # noqa: BLE001 - a DDL we cannot parse still blocks its own table
         return [(record.schema, record.table)] if record.table else []
-    if carried_below or deferrable(changes) or (changes and all(isinstance(c, dp.TruncateTable) for c in changes)):
+    truncates = bool(changes) and all(isinstance(c, dp.TruncateTable) for c in changes)
+    if carried_below or deferrable(changes) or (truncates and ctx.resolved_mode):
         return []
     blocked: list[tuple[str, str]] = []
     for change in changes:
