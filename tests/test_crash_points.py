@@ -35,8 +35,9 @@ FAULTS = [
     ("merge.after_table_commit", 2),
     ("merge.before_fast_forward", 1),  # a staged change set on its branch, main not moved yet
     ("merge.before_append_commits", 1),  # the tables new to the lake: files written, nothing committed
-    ("merge.after_ddl", 3),
+    ("merge.after_ddl", 3),  # two of the three new tables created (they are created at once)
     ("merge.after_ddl", 5),  # the nullable ADD COLUMN, applied ahead of the rows below it (no barrier)
+    ("merge.after_ddl", 6),  # the RENAME TABLE, after the barrier merged the rows below it
     ("merge.before_checkpoint", 1),
     ("merge.after_checkpoint", 1),
 ]

@@ -221,7 +221,6 @@ def apply_barriers(ctx: RunContext, plan: RunPlan, resolutions: list[HaltedTable
         if len(creates) > 1:  # a run of new tables (a backfill, a new changefeed): created at once
             ddl_apply.apply_creates(ctx, creates, ctx.settings.merge.parallel_tables)
             position += len(creates)
-            fault_point("merge.after_ddl")
             continue
         record = plan.ddls[position]
         carried = ddl_apply.carried(ctx, record)

@@ -27,6 +27,7 @@ from ticdc_lakehouse.merge.run_state import RunContext
 from ticdc_lakehouse.core.model import ColumnSchema, TableSchema
 from ticdc_lakehouse.core.mysql_types import column_doc, holds_every_value, iceberg_type, parse_type, widening
 from ticdc_lakehouse.core.sql_names import qualified, quote, sql_string
+from ticdc_lakehouse.runtime.faults import fault_point
 from ticdc_lakehouse.runtime.state import HaltedTable
 from ticdc_lakehouse.core.values import to_bytes
 
@@ -274,8 +275,13 @@ def independent_creates(records: Sequence[DDLRecord], start: int) -> list[DDLRec
 def apply_creates(ctx: RunContext, records: Sequence[DDLRecord], parallelism: int) -> None:
     """Apply ``independent_creates`` records ``parallelism`` at a time (a table creation is a few catalog calls
     and metadata writes: hundreds of new tables one by one cost minutes); the report lists them in ts order."""
+    def create(record: DDLRecord) -> Optional[list]:
+        changes = _apply(ctx, record, False)
+        fault_point("merge.after_ddl")  # per statement, as one by one: a crash with some of them created
+        return changes
+
     with ThreadPoolExecutor(max_workers=max(1, parallelism), thread_name_prefix="create") as pool:
-        applied = list(pool.map(lambda record: _apply(ctx, record, False), records))
+        applied = list(pool.map(create, records))
     for record, changes in zip(records, applied):
         _report_applied(ctx, record, changes)
 
