@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from tests.lake_helpers import lake_rows
@@ -11,6 +16,7 @@ from ticdc_lakehouse.core.model import DELETE, INSERT, UPDATE, DDLEvent, Positio
 from ticdc_lakehouse.commands.pipeline import backfill
 
 pytestmark = pytest.mark.spark
+ROOT = Path(__file__).resolve().parents[1]
 P0 = Position("t", 0, 0)
 
 
@@ -122,10 +128,9 @@ def test_adding_a_nullable_column_needs_no_merge_before_it(spark, settings, tmp_
     assert again["ddls_applied"] == [] and len(lake_rows(spark, "SELECT * FROM app.a")) == 3
 
 
-def test_column_ddl_and_truncate_carry_the_rows_below_them(spark, settings, tmp_path):
-    """A second run over a table that holds rows: widen, rename and drop a column, truncate, then a column
-    dropped and added again. The rows below the first four are carried into the schema after them (one write at
-    the cut, no barrier); the re-added column keeps its barrier, so the dropped values do not come back."""
+def _carried_ddl_runs():
+    """Two runs: a table with rows, then widen, rename and drop its columns, a TRUNCATE of another table, and a
+    column dropped and added again (see the test below)."""
     b = {"id": "int", "v": "varchar", "n": "int", "old": "varchar"}
     first = [
         ddl(100, "", "CREATE DATABASE app", "CREATE_SCHEMA"),
@@ -156,6 +161,22 @@ def test_column_ddl_and_truncate_carry_the_rows_below_them(spark, settings, tmp_
         ddl(162, "t", "ALTER TABLE app.t ADD COLUMN v varchar(10) NULL", "ADD_COLUMN"),
         ResolvedEvent(200, P0),
     ]
+    return first, second
+
+
+CARRIED_ROWS = [
+    {"id": 1, "n": 11, "new": "o11"},
+    {"id": 2, "n": 2, "new": "n2"},
+    {"id": 3, "n": 4294967296, "new": "o3"},
+    {"id": 4, "n": 5, "new": "n4"},
+]
+
+
+def test_column_ddl_and_truncate_carry_the_rows_below_them(spark, settings, tmp_path):
+    """A second run over a table that holds rows: widen, rename and drop a column, truncate, then a column
+    dropped and added again. The rows below the first four are carried into the schema after them (one write at
+    the cut, no barrier); the re-added column keeps its barrier, so the dropped values do not come back."""
+    first, second = _carried_ddl_runs()
     encoder = OpenProtocolEncoder()
     archive = tmp_path / "archive"
     write_archive(archive, "t", {0: [(*encoder.encode(e), [], None) for e in first]})
@@ -163,12 +184,7 @@ def test_column_ddl_and_truncate_carry_the_rows_below_them(spark, settings, tmp_
     write_archive(archive, "t", {0: [(*encoder.encode(e), [], None) for e in first + second]})
     report = backfill(settings, archive, protocol="open", spark=spark)["merge"]
     assert report["halted"] == [] and len([d for d in report["ddls_applied"] if "DATABASE" not in d]) == 6
-    assert lake_rows(spark, "SELECT * FROM app.a ORDER BY id") == [
-        {"id": 1, "n": 11, "new": "o11"},
-        {"id": 2, "n": 2, "new": "n2"},
-        {"id": 3, "n": 4294967296, "new": "o3"},
-        {"id": 4, "n": 5, "new": "n4"},
-    ]
+    assert lake_rows(spark, "SELECT * FROM app.a ORDER BY id") == CARRIED_ROWS
     assert lake_rows(spark, "SELECT * FROM app.t ORDER BY id") == [{"id": 3, "v": None}]
     written = lake_rows(spark, "SELECT summary['tidb.resolved-ts'] AS ts FROM app.a.snapshots "
                                "WHERE summary['added-records'] IS NOT NULL ORDER BY committed_at")
@@ -176,3 +192,23 @@ def test_column_ddl_and_truncate_carry_the_rows_below_them(spark, settings, tmp_
     again = backfill(settings, archive, protocol="open", spark=spark)["merge"]
     assert [d for d in again["ddls_applied"] if "DATABASE" not in d] == []
     assert len(lake_rows(spark, "SELECT * FROM app.a")) == 4
+
+
+def test_a_crash_after_a_column_ddl_applied_ahead_of_its_rows_reruns_to_the_same_table(spark, settings, tmp_path):
+    """SIGKILL right after the RENAME COLUMN is applied ahead of the rows below it (which carry the old name), in
+    one run holding both runs' events; the rerun reads those rows under the new name all the same."""
+    first, second = _carried_ddl_runs()
+    encoder = OpenProtocolEncoder()
+    archive = tmp_path / "archive"
+    write_archive(archive, "t", {0: [(*encoder.encode(e), [], None) for e in first + second]})
+    # this test's deployment (its LAKEHOUSE_* variables); DDL hits: CREATE DATABASE, the two CREATE TABLEs,
+    # MODIFY, then the RENAME COLUMN
+    env = dict(os.environ, LAKEHOUSE_FAULT_POINT="merge.after_ddl", LAKEHOUSE_FAULT_HIT="5")
+    killed = subprocess.run([sys.executable, "-m", "ticdc_lakehouse.commands.cli", "backfill", "--archive",
+                             str(archive), "--protocol", "open"], env=env, cwd=ROOT, capture_output=True, text=True,
+                            timeout=900)
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    renamed = lake_rows(spark, "SELECT * FROM app.a.snapshots ORDER BY committed_at")
+    assert renamed[-1]["summary"].get("tidb.ddl", "").startswith("ALTER TABLE app.a RENAME COLUMN")
+    backfill(settings, archive, protocol="open", spark=spark)
+    assert lake_rows(spark, "SELECT * FROM app.a ORDER BY id") == CARRIED_ROWS
