@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from ticdc_lakehouse.runtime.local_frame import local_frame
 
 #: the column of a several-table change set saying which table (its index in the ranges) a change belongs to
-TABLE_INDEX = "_table"
+TABLE_INDEX = "_lakehouse_table"
 
 
 @dataclass(frozen=True)
