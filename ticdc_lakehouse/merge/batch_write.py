@@ -37,6 +37,8 @@ BUCKET = "_lakehouse_bucket"
 #: at most this many frames (one per table layout, see ``table_commit.append_tables``) planned into one job: a
 #: union of thousands of plans is slow to analyse
 FRAMES_PER_JOB = 64
+#: row events per shuffle partition of the write job (see ``write_files``)
+EVENTS_PER_PARTITION = 50_000
 #: the rows the writer job returns: one per data file written
 FILE_SCHEMA = "table_index int, path string, bucket int, rows bigint, bytes bigint"
 
@@ -213,12 +215,15 @@ def _parquet_schema(arrow_schema, layout: TableLayout):
     return pa.schema(fields)
 
 
-def write_files(frames: Sequence[tuple[Any, Sequence[TableLayout]]]) -> list[WrittenFile]:
+def write_files(frames: Sequence[tuple[Any, Sequence[TableLayout]]], row_events: Optional[int] = None
+                ) -> list[WrittenFile]:
     """Write every frame of images (``images``; a frame holds the tables of its layouts) in one Spark job; the
     files written, per table index (tables numbered across ``frames`` in order). Nothing is committed.
 
     Adaptive execution is off for the job: it re-plans the whole union after each of its shuffle stages, which
-    grows with the square of the frames (measured: most of a 204-table run's driver time)."""
+    grows with the square of the frames (measured: most of a 204-table run's driver time). Without it nothing
+    coalesces small shuffles, so the job's shuffles get one partition per ``EVENTS_PER_PARTITION`` of its
+    ``row_events`` (at most the session's ``spark.sql.shuffle.partitions``)."""
     if not frames:
         return []
     union = None
@@ -231,10 +236,15 @@ def write_files(frames: Sequence[tuple[Any, Sequence[TableLayout]]]) -> list[Wri
         first += len(layouts)
     spark = union.sparkSession
     adaptive = spark.conf.get("spark.sql.adaptive.enabled")
+    partitions = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.adaptive.enabled", "false")
+    if row_events is not None:
+        wanted = max(1, min(int(partitions), -(-row_events // EVENTS_PER_PARTITION)))
+        spark.conf.set("spark.sql.shuffle.partitions", str(wanted))
     try:
         rows = union.collect()
     finally:
         spark.conf.set("spark.sql.adaptive.enabled", adaptive)
+        spark.conf.set("spark.sql.shuffle.partitions", partitions)
     return [WrittenFile(int(r["table_index"]), str(r["path"]), None if r["bucket"] is None else int(r["bucket"]),
                         int(r["rows"]), int(r["bytes"])) for r in rows]

@@ -150,7 +150,9 @@ def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[
     for start in range(0, len(frames), FRAMES_PER_JOB):
         chunk = frames[start:start + FRAMES_PER_JOB]
         order = [index for members, _, _ in chunk for index in members]
-        for file in write_files([(frame, layouts) for _, frame, layouts in chunk]):
+        events = [plans[i].change.row_events for members, _, _ in chunk for i in members]
+        total = None if any(e is None for e in events) else sum(events)
+        for file in write_files([(frame, layouts) for _, frame, layouts in chunk], total):
             files[order[file.table_index]].append(file)
     fault_point("merge.before_append_commits")
 
