@@ -55,29 +55,9 @@ class JavaIceberg:
 
     # -- types -------------------------------------------------------------------------------------------
     def type_of(self, spark_type: str):
-        """Java Iceberg primitive type for a Spark SQL type name produced by ``mysql_types.iceberg_type``."""
-        t = self.types
-        name = spark_type.strip().lower()
-        simple = {
-            "int": t.IntegerType.get,
-            "integer": t.IntegerType.get,
-            "bigint": t.LongType.get,
-            "long": t.LongType.get,
-            "float": t.FloatType.get,
-            "double": t.DoubleType.get,
-            "string": t.StringType.get,
-            "binary": t.BinaryType.get,
-            "boolean": t.BooleanType.get,
-            "date": t.DateType.get,
-            "timestamp_ntz": t.TimestampType.withoutZone,
-            "timestamp": t.TimestampType.withZone,
-        }
-        if name in simple:
-            return simple[name]()
-        match = _DECIMAL.fullmatch(name)
-        if match:
-            return t.DecimalType.of(int(match.group(1)), int(match.group(2)))
-        raise ValueError(f"no Iceberg type for Spark type {spark_type!r}")
+        """Java Iceberg primitive type for a Spark SQL type name produced by ``mysql_types.iceberg_type`` (the one
+        mapping, ``iceberg_json_type``, also names the types of ``schema_json``)."""
+        return self.types.fromPrimitiveString(iceberg_json_type(spark_type))
 
     # -- catalog -----------------------------------------------------------------------------------------
     def namespace_exists(self, name: str) -> bool:
