@@ -62,8 +62,12 @@ def test_new_tables_take_one_write_job_and_equal_the_merge_path(spark_session, t
     assert_lake_equals_upstream(spark_session, workload, cut)
     appended = {name: spark_session.table(f"batch_a.{name}") for name in workload.expected_json(cut)}
     for name in appended:
-        # created (empty snapshot), then one append carrying the watermark: no branch, MERGE or marker commit
-        assert _snapshot_ops(spark_session, f"batch_a.{name}")[1:] == [("append", str(cut))], name
+        # created with its rows: one append carrying the watermark, in one catalog commit (no empty snapshot at
+        # the CREATE's ts, no branch, MERGE or marker commit)
+        assert _snapshot_ops(spark_session, f"batch_a.{name}") == [("append", str(cut))], name
+        first = spark_session.sql(f"SELECT latest_snapshot_id FROM batch_a.{name}.metadata_log_entries "
+                                  "ORDER BY timestamp LIMIT 1").collect()[0][0]
+        assert first == spark_session.sql(f"SELECT snapshot_id FROM batch_a.{name}.snapshots").collect()[0][0]
     assert report["merge"]["tables"], "the report counts the rows written"
 
     with monkeypatch.context() as patched:  # the same archive the MERGE way
@@ -114,12 +118,12 @@ def test_a_table_with_rows_updates_and_deletes_after_its_first_append(spark, set
     backfill_open_protocol_runs(spark, settings, tmp_path / "archive", first)
     assert lake_rows(spark, "SELECT * FROM app.a ORDER BY id") == [
         {"id": 1, "v": "a", "w": "b"}, {"id": 2, "v": "c", "w": "d"}]
-    assert _snapshot_ops(spark, "app.a") == [("append", "101"), ("append", "200")]
+    assert _snapshot_ops(spark, "app.a") == [("append", "200")]  # created by the run that writes its rows
     backfill_open_protocol_runs(spark, settings, tmp_path / "archive", second)
     assert lake_rows(spark, "SELECT * FROM app.a ORDER BY id") == [
         {"id": 1, "v": "a2", "w": "b2"}, {"id": 3, "v": "e", "w": None}]
     assert lake_rows(spark, "SELECT * FROM app.a VERSION AS OF "
-                            f"{spark.sql('SELECT snapshot_id FROM app.a.snapshots ORDER BY committed_at').collect()[1][0]}"
+                            f"{spark.sql('SELECT snapshot_id FROM app.a.snapshots ORDER BY committed_at').collect()[0][0]}"
                             " ORDER BY id") == [{"id": 1, "v": "a", "w": "b"}, {"id": 2, "v": "c", "w": "d"}]
 
 
@@ -141,7 +145,7 @@ def test_a_crash_between_the_write_job_and_the_commits_reruns_to_the_same_tables
     _backfill(spark_session, home, "batch_crash", archive)
     assert_lake_equals_upstream(spark_session, workload, cut)
     for name in workload.expected_json(cut):
-        assert _snapshot_ops(spark_session, f"batch_crash.{name}")[1:] == [("append", str(cut))], name
+        assert _snapshot_ops(spark_session, f"batch_crash.{name}") == [("append", str(cut))], name
         referenced = {r[0] for r in spark_session.sql(f"SELECT file_path FROM batch_crash.{name}.files").collect()}
         assert not referenced & {f"file:{p}" for p in written} and not referenced & {str(p) for p in written}
 
@@ -149,7 +153,7 @@ def test_a_crash_between_the_write_job_and_the_commits_reruns_to_the_same_tables
 def test_tables_of_one_layout_share_a_change_set_and_column_ddl_costs_no_barrier(spark_session, tmp_path):
     """Nine tables of three layouts (sharded copies), with five mid-stream DDL of the kinds a run carries its
     rows through (widen, drop a column, truncate, rename a column, add one): the lake equals upstream, each
-    table is written once in the run (no barrier MERGE: after its creation only DDL markers and one append),
+    table is written once in the run (no barrier MERGE: besides its creation only DDL markers and one append),
     and each (table, bucket) has one data file."""
     workload = Workload(seed=11, partitions=3, schema="sharded")
     workload.create_sample_tables(9)
@@ -173,7 +177,7 @@ def test_tables_of_one_layout_share_a_change_set_and_column_ddl_costs_no_barrier
         lake = f"batch_s.{name}"
         writes = spark_session.sql(
             f"SELECT operation, summary['added-records'] AS added FROM {lake}.snapshots ORDER BY committed_at"
-        ).collect()[1:]
+        ).collect()
         assert [r["operation"] for r in writes if r["added"] not in (None, "0")] == ["append"], (name, writes)
         assert all(r["operation"] in ("append", "delete") for r in writes), (name, writes)  # no overwrite (MERGE)
         per_bucket = spark_session.sql(f"SELECT partition, count(*) AS n FROM {lake}.files GROUP BY partition")

@@ -77,6 +77,31 @@ def test_table_and_column_ddl_become_iceberg_operations(spark, settings, tmp_pat
     assert len(lake_rows(spark, "SELECT * FROM app.b")) == 3
 
 
+def test_a_new_table_commits_with_its_first_rows_and_an_empty_one_at_its_create_ts(spark, settings, tmp_path):
+    """A table created in a run is committed with its first rows: one catalog commit, one snapshot at the cut. A
+    table created with no rows in the run still exists afterwards, empty, at its CREATE's ts."""
+    events = [
+        ddl(100, "", "CREATE DATABASE app", "CREATE_SCHEMA"),
+        ddl(101, "a", "CREATE TABLE app.a (id int PRIMARY KEY, v varchar(10))", "CREATE_TABLE"),
+        ddl(102, "empty", "CREATE TABLE app.empty (id int PRIMARY KEY, v varchar(10))", "CREATE_TABLE"),
+        row(110, "a", INSERT, {"id": "1", "v": "x"}, A),
+        ResolvedEvent(200, P0),
+    ]
+    encoder = OpenProtocolEncoder()
+    archive = tmp_path / "archive"
+    write_archive(archive, "t", {0: [(*encoder.encode(e), [], None) for e in events]})
+    backfill(settings, archive, protocol="open", spark=spark)
+    assert lake_rows(spark, "SELECT * FROM app.a") == [{"id": 1, "v": "x"}]
+    history = "SELECT operation, summary['tidb.resolved-ts'] AS ts, summary['tidb.ddl'] AS ddl FROM {}.snapshots"
+    assert lake_rows(spark, history.format("app.a")) == [{"operation": "append", "ts": "200", "ddl": None}]
+    created = "SELECT latest_snapshot_id FROM app.a.metadata_log_entries ORDER BY timestamp LIMIT 1"
+    assert lake_rows(spark, created)[0]["latest_snapshot_id"] == lake_rows(
+        spark, "SELECT snapshot_id FROM app.a.snapshots")[0]["snapshot_id"]  # its first commit holds the rows
+    assert lake_rows(spark, "SELECT * FROM app.empty") == []
+    assert lake_rows(spark, history.format("app.empty")) == [
+        {"operation": "append", "ts": "102", "ddl": "CREATE TABLE app.empty (id int PRIMARY KEY, v varchar(10))"}]
+
+
 def test_drop_database_drops_its_tables(spark, settings, tmp_path):
     events = [
         ddl(100, "", "CREATE DATABASE app", "CREATE_SCHEMA"),

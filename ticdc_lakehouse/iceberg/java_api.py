@@ -26,7 +26,8 @@ class JavaIceberg:
         self.jvm = spark._jvm
         self.gateway = spark.sparkContext._gateway
         self.catalog = spark._jsparkSession.sessionState().catalogManager().catalog(catalog_name).icebergCatalog()
-        self.types = self.jvm.org.apache.iceberg.types.Types
+        self._classes: dict[str, Any] = {}
+        self.types = self.java("org.apache.iceberg.types.Types")
         # What ``resolve`` asks over and over (a run resolves each table several times, and a table not in the
         # lake yet costs a listing of its namespace): namespaces seen to exist, and each namespace's table names
         # by lower-case name. Kept in step by this object's own creates, drops and renames (a run holds its
@@ -36,20 +37,34 @@ class JavaIceberg:
         self._table_names: dict[str, dict[str, str]] = {}
         self._namespace_objects: dict[str, Any] = {}
         self._identifiers: dict[tuple[str, str], Any] = {}
+        # Tables created with ``staged=True`` whose create transaction is not committed yet: the transaction, the
+        # summary of its first snapshot, and a lock that makes its one commit happen once (``create_table``).
+        self._staged: dict[tuple[str, str], tuple[Any, dict[str, str], threading.Lock]] = {}
+
+    def java(self, name: str):
+        """A JVM class by its full name, looked up once: each step of a ``jvm.org.apache...`` path is a gateway
+        round trip, and a run of hundreds of tables asked for the same few classes thousands of times."""
+        found = self._classes.get(name)
+        if found is None:
+            found = self.jvm
+            for part in name.split("."):
+                found = getattr(found, part)
+            self._classes[name] = found
+        return found
 
     # -- identifiers -------------------------------------------------------------------------------------
     def namespace(self, name: str):
         cached = self._namespace_objects.get(name)
         if cached is None:  # immutable JVM values: built once (each is several gateway calls)
-            names = self.gateway.new_array(self.jvm.java.lang.String, 1)
+            names = self.gateway.new_array(self.java("java.lang.String"), 1)
             names[0] = name
-            cached = self._namespace_objects[name] = self.jvm.org.apache.iceberg.catalog.Namespace.of(names)
+            cached = self._namespace_objects[name] = self.java("org.apache.iceberg.catalog.Namespace").of(names)
         return cached
 
     def identifier(self, namespace: str, table: str):
         cached = self._identifiers.get((namespace, table))
         if cached is None:
-            cached = self.jvm.org.apache.iceberg.catalog.TableIdentifier.of(self.namespace(namespace), table)
+            cached = self.java("org.apache.iceberg.catalog.TableIdentifier").of(self.namespace(namespace), table)
             self._identifiers[(namespace, table)] = cached
         return cached
 
@@ -80,6 +95,11 @@ class JavaIceberg:
                 raise
 
     def list_tables(self, namespace: str) -> list[str]:
+        """The namespace's tables as the catalog lists them: its staged creates are committed first."""
+        self._commit_staged_in(namespace)
+        return self._listed(namespace)
+
+    def _listed(self, namespace: str) -> list[str]:
         if not self.namespace_exists(namespace):
             return []
         return [ident.name() for ident in self.catalog.listTables(self.namespace(namespace))]
@@ -103,18 +123,68 @@ class JavaIceberg:
         return namespace, table
 
     def table_exists(self, namespace: str, table: str) -> bool:
+        if (namespace, table) in self._staged:
+            return True
         return bool(self.catalog.tableExists(self.identifier(namespace, table)))
 
     def load(self, namespace: str, table: str):
+        """The table, to change or to read through Spark: a staged create is committed first."""
+        self.commit_staged(namespace, table)
         return self.catalog.loadTable(self.identifier(namespace, table))
 
+    def read_view(self, namespace: str, table: str):
+        """The table for reading its metadata (schema, spec, location, snapshots) or for an append that
+        ``commit_staged`` then commits: a staged create's table as its transaction holds it (no snapshot yet,
+        see ``staged_watermark``), not committed."""
+        entry = self._staged.get((namespace, table))
+        if entry is not None:
+            return entry[0].table()
+        return self.catalog.loadTable(self.identifier(namespace, table))
+
+    def staged_watermark(self, namespace: str, table: str) -> Optional[int]:
+        """The watermark a staged create starts the table at (its CREATE's commit ts); None when not staged."""
+        entry = self._staged.get((namespace, table))
+        return int(entry[1][RESOLVED_TS_PROPERTY]) if entry is not None else None
+
+    def commit_staged(self, namespace: str, table: str) -> None:
+        """Commit the table's staged create transaction, if any: with the rows appended to it since, whose
+        snapshot carries the newer watermark, else with an empty snapshot carrying the create's summary."""
+        entry = self._staged.get((namespace, table))
+        if entry is None:
+            return
+        transaction, summary, lock = entry
+        with lock:
+            if (namespace, table) not in self._staged:
+                return  # another thread committed it meanwhile
+            try:
+                if transaction.table().currentSnapshot() is None:
+                    self.commit_marker(transaction, summary)
+                transaction.commitTransaction()
+            finally:
+                with self._lock:
+                    self._staged.pop((namespace, table), None)
+                self._note(namespace, table, exists=True)
+
+    def _commit_staged_in(self, namespace: str) -> None:
+        for staged_namespace, table in list(self._staged):
+            if staged_namespace == namespace:
+                self.commit_staged(staged_namespace, table)
+
+    def commit_all_staged(self) -> None:
+        """Commit every staged create: before anything outside this object (Spark SQL, another process, the
+        checkpoint) may look the tables up."""
+        for namespace, table in list(self._staged):
+            self.commit_staged(namespace, table)
+
     def drop_table(self, namespace: str, table: str) -> bool:
+        self.commit_staged(namespace, table)
         try:
             return bool(self.catalog.dropTable(self.identifier(namespace, table), False))
         finally:
             self._note(namespace, table, exists=False)
 
     def rename_table(self, namespace: str, table: str, new_namespace: str, new_table: str) -> None:
+        self.commit_staged(namespace, table)
         try:
             self.catalog.renameTable(self.identifier(namespace, table), self.identifier(new_namespace, new_table))
         finally:
@@ -122,6 +192,7 @@ class JavaIceberg:
             self._note(new_namespace, new_table, exists=True)
 
     def drop_namespace(self, name: str) -> bool:
+        self._commit_staged_in(name)
         if not self.namespace_exists(name):
             return False
         try:
@@ -153,43 +224,53 @@ class JavaIceberg:
         """The namespace's table names by lower-case name (listed once, then kept in step, see ``__init__``)."""
         with self._lock:
             names = self._table_names.get(namespace)
-            if names is None:
-                names = {name.lower(): name for name in self.list_tables(namespace)}
+            if names is None:  # the catalog's tables and the staged creates (``list_tables`` would commit them)
+                listed = self._listed(namespace) + [table for ns, table in self._staged if ns == namespace]
+                names = {name.lower(): name for name in listed}
                 self._table_names[namespace] = names
             return names
 
     # -- schemas -----------------------------------------------------------------------------------------
     def columns_of(self, jtable) -> tuple[list[tuple[str, str, bool, Optional[str]]], list[str]]:
         """The table's columns and key names (``columns_of_json``), read in one gateway call."""
-        return columns_of_json(json.loads(str(self.jvm.org.apache.iceberg.SchemaParser.toJson(jtable.schema()))))
+        return columns_of_json(json.loads(str(self.java("org.apache.iceberg.SchemaParser").toJson(jtable.schema()))))
 
     def build_schema(self, columns: Iterable[tuple[str, str, bool, Optional[str]]], identifier: Iterable[str]):
         """``columns``: (name, spark type, required, doc). Field ids are assigned in order from 1. Built from
         Iceberg's JSON form of the schema (``schema_json``) in one gateway call, not a few per column."""
-        return self.jvm.org.apache.iceberg.SchemaParser.fromJson(schema_json(columns, identifier))
+        return self.java("org.apache.iceberg.SchemaParser").fromJson(schema_json(columns, identifier))
 
     def bucket_spec(self, schema, column: Optional[str], buckets: int):
-        builder = self.jvm.org.apache.iceberg.PartitionSpec.builderFor(schema)
+        builder = self.java("org.apache.iceberg.PartitionSpec").builderFor(schema)
         if column:
             builder = builder.bucket(column, buckets)
         return builder.build()
 
     def string_map(self, values: Mapping[str, Any]):
-        result = self.jvm.java.util.HashMap()
+        result = self.java("java.util.HashMap")()
         for key, value in values.items():
             result.put(str(key), str(value))
         return result
 
     def create_table(self, namespace: str, table: str, schema, spec, properties: Mapping[str, str],
-                     summary: Mapping[str, str]) -> None:
-        """Create the table and its first (empty) snapshot carrying ``summary`` in one atomic commit."""
+                     summary: Mapping[str, str], staged: bool = False) -> None:
+        """Create the table and its first (empty) snapshot carrying ``summary`` in one atomic commit.
+
+        ``staged``: the commit waits for the table's first rows (an append to ``read_view``, then
+        ``commit_staged``), so a new table costs one catalog commit and one snapshot, not two of each: a run
+        that creates hundreds of tables paid most of its per-table time in them. The table's first snapshot is
+        then its rows at their watermark; the empty snapshot at the CREATE's ts is written only when no rows
+        come. Anything else that uses the table (``load``, a drop, a rename) commits it first; a run that fails
+        before then leaves no table, and its rerun applies the CREATE again."""
         tx = self.catalog.newCreateTableTransaction(
             self.identifier(namespace, table), schema, spec, self.string_map(properties)
         )
-        append = tx.newAppend()
-        for key, value in summary.items():
-            append = append.set(key, str(value))
-        append.commit()
+        if staged:
+            with self._lock:
+                self._staged[(namespace, table)] = (tx, {k: str(v) for k, v in summary.items()}, threading.Lock())
+            self._note(namespace, table, exists=True)
+            return
+        self.commit_marker(tx, summary)
         try:
             tx.commitTransaction()
         finally:
@@ -206,7 +287,7 @@ class JavaIceberg:
         io, specs = jtable.io(), jtable.specs()
         vectors = others = 0
         for manifest in snapshot.deleteManifests(io):
-            reader = self.jvm.org.apache.iceberg.ManifestFiles.readDeleteManifest(manifest, io, specs)
+            reader = self.java("org.apache.iceberg.ManifestFiles").readDeleteManifest(manifest, io, specs)
             try:
                 entries = reader.iterator()
                 while entries.hasNext():

@@ -84,13 +84,15 @@ def describe(ji: JavaIceberg, schema: str, table: str) -> TargetTable:
     namespace, name = ji.resolve(schema, table)
     if not ji.table_exists(namespace, name):
         return TargetTable(namespace, name)
-    jtable = ji.load(namespace, name)
+    jtable = ji.read_view(namespace, name)
     fields, key_names = ji.columns_of(jtable)
     columns = [TargetColumn(field, spark_type_of(kind), descriptor_of_doc(doc), required)
                for field, kind, required, doc in fields]
     identifier = {n.lower() for n in key_names}
     keys = [c for c in columns if c.name.lower() in identifier]
-    return TargetTable(namespace, name, columns, keys or list(columns), watermark_of(jtable), True, bool(keys))
+    staged = ji.staged_watermark(namespace, name)
+    watermark = staged if staged is not None else watermark_of(jtable)
+    return TargetTable(namespace, name, columns, keys or list(columns), watermark, True, bool(keys))
 
 
 #: Iceberg format of the tables this version creates: v3, whose merge-on-read deletes are deletion vectors (one
@@ -125,11 +127,13 @@ def create_table(
     write_mode: str,
     bucket_count: int,
     summary: Mapping[str, str] = {},
+    staged: bool = False,
 ) -> None:
     """Create the Iceberg table for an upstream schema, atomically with its first watermark snapshot.
 
     Partitioned by a bucket of the first key column, so a merge rewrites only the buckets its keys fall in.
-    Key columns are required and become Iceberg identifier fields.
+    Key columns are required and become Iceberg identifier fields. ``staged``: committed with the table's first
+    rows (``JavaIceberg.create_table``).
     """
 
     namespace, name = ji.resolve(table_schema.schema, table_schema.table)
@@ -143,7 +147,8 @@ def create_table(
     jschema = ji.build_schema(columns, keys)
     spec = ji.bucket_spec(jschema, keys[0] if keys and bucket_count > 0 else None, bucket_count)
     props = table_properties(changefeed, f"{table_schema.schema}.{table_schema.table}", write_mode)
-    ji.create_table(namespace, name, jschema, spec, props, {RESOLVED_TS_PROPERTY: str(commit_ts), **summary})
+    ji.create_table(namespace, name, jschema, spec, props, {RESOLVED_TS_PROPERTY: str(commit_ts), **summary},
+                    staged=staged)
 
 
 def schema_from_row_types(schema: str, table: str, column_types: Sequence[tuple[str, str]],

@@ -74,11 +74,11 @@ class WrittenFile:
     bytes: int = 0  # the file's size
 
 
-def table_layout(jvm, jtable) -> Optional[TableLayout]:
+def table_layout(ji, jtable) -> Optional[TableLayout]:
     """The layout of a table the append path can write, or None (a partition spec other than none or one
     ``bucket[N]`` of a column, or a column type the writer does not map). Read from the table's schema and spec
     in Iceberg's JSON form: a few gateway calls, not a few per column."""
-    schema = json.loads(str(jvm.org.apache.iceberg.SchemaParser.toJson(jtable.schema())))
+    schema = json.loads(str(ji.java("org.apache.iceberg.SchemaParser").toJson(jtable.schema())))
     columns = []
     names: dict[int, str] = {}
     for field in schema.get("fields", []):
@@ -86,7 +86,7 @@ def table_layout(jvm, jtable) -> Optional[TableLayout]:
             return None
         columns.append(ArrowColumn(str(field["name"]), int(field["id"]), bool(field.get("required"))))
         names[int(field["id"])] = str(field["name"])
-    fields = json.loads(str(jvm.org.apache.iceberg.PartitionSpecParser.toJson(jtable.spec()))).get("fields", [])
+    fields = json.loads(str(ji.java("org.apache.iceberg.PartitionSpecParser").toJson(jtable.spec()))).get("fields", [])
     bucket = None
     if len(fields) > 1:
         return None
@@ -142,6 +142,8 @@ def file_writer(first_index: int, layouts: Sequence[TableLayout], names: Sequenc
         import pyarrow.parquet as pq
         from pyarrow.fs import LocalFileSystem
 
+        local = LocalFileSystem()
+        directories: set[str] = set()  # created by this task already: one call per bucket directory, not per file
         writers: dict[tuple[int, Optional[int]], tuple[Any, str, Any]] = {}
         counts: dict[tuple[int, Optional[int]], int] = {}
         schema = None
@@ -160,9 +162,11 @@ def file_writer(first_index: int, layouts: Sequence[TableLayout], names: Sequenc
                         if layout.bucket is not None:
                             directory += f"{layout.bucket[0]}={bucket}/"
                         path = f"{directory}{uuid.uuid4().hex}-lakehouse.parquet"
-                        local = LocalFileSystem()
                         inner = _local_path(path)
-                        local.create_dir(inner.rsplit("/", 1)[0], recursive=True)
+                        parent = inner.rsplit("/", 1)[0]
+                        if parent not in directories:
+                            local.create_dir(parent, recursive=True)
+                            directories.add(parent)
                         stream = local.open_output_stream(inner)
                         writer = pq.ParquetWriter(stream, schema, compression=layout.compression,
                                                   store_decimal_as_integer=True, write_statistics=True)
@@ -176,7 +180,6 @@ def file_writer(first_index: int, layouts: Sequence[TableLayout], names: Sequenc
                 writer.close()
                 stream.close()
         if writers:
-            local = LocalFileSystem()
             yield pa.RecordBatch.from_pylist(
                 [{"table_index": first_index + index, "path": path, "bucket": bucket, "rows": counts[(index, bucket)],
                   "bytes": local.get_file_info(_local_path(path)).size}

@@ -7,6 +7,7 @@ bound, held, or pending its table's schema), so nothing is skipped.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable, Optional
 
 from pyspark.sql import functions as F
@@ -43,15 +44,21 @@ def write_checkpoint(ctx: RunContext, run: DecodedRun, cut: CutPlan, tables: Ite
 
 
 def table_snapshots(ctx: RunContext, names: Iterable[str]) -> dict[str, Optional[int]]:
-    """The cut: every live table of the changefeed (``schema.table``) and its current snapshot."""
-    cut_tables: dict[str, Optional[int]] = {}
-    for name in sorted(names):
+    """The cut: every live table of the changefeed (``schema.table``) and its current snapshot. Read
+    ``merge.parallel_tables`` tables at a time: each is a few catalog round trips, and a changefeed has hundreds."""
+
+    def snapshot_of(name: str) -> Optional[tuple[str, Optional[int]]]:
         schema, _, table = name.partition(".")
         namespace, tname = ctx.ji.resolve(schema, table)
-        if ctx.ji.table_exists(namespace, tname):
-            snapshot = ctx.ji.load(namespace, tname).currentSnapshot()
-            cut_tables[f"{namespace}.{tname}"] = snapshot.snapshotId() if snapshot is not None else None
-    return cut_tables
+        if not ctx.ji.table_exists(namespace, tname):
+            return None
+        snapshot = ctx.ji.load(namespace, tname).currentSnapshot()
+        return f"{namespace}.{tname}", snapshot.snapshotId() if snapshot is not None else None
+
+    ordered = sorted(names)
+    workers = max(1, min(ctx.settings.merge.parallel_tables, len(ordered) or 1))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cut") as pool:
+        return dict(found for found in pool.map(snapshot_of, ordered) if found is not None)
 
 
 def _first_unapplied(events, ctx: RunContext, bound: int, max_commit_ts: int) -> dict[PartitionKey, int]:

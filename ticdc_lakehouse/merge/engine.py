@@ -193,6 +193,7 @@ def _merge_decoded(spark, settings: Settings, state: StateStore, run: DecodedRun
     final = flush_empty_tables(ctx, final_flush_tables(ctx, tables), cut.cut, settings.merge.parallel_tables, say)
     flush_concurrently(lambda schema, table, upto: table_work.flush(ctx, schema, table, upto),
                        final, cut.cut, settings.merge.parallel_tables, say, report, spark)
+    ctx.ji.commit_all_staged()  # tables created in the run with no rows to commit them (``table_work.create``)
     report.phases["apply"] = round(time.monotonic() - phase, 3)
     # 4. the checkpoint
     phase = time.monotonic()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from ticdc_lakehouse.runtime.faults import fault_point
 from ticdc_lakehouse.iceberg.java_api import JavaIceberg, watermark_of
@@ -55,7 +55,7 @@ def plan_append(ji: JavaIceberg, change: ChangeRange) -> Optional[AppendPlan]:
     """The append plan of a change range, or None when it must take a MERGE (see ``appendable``)."""
     if not change.has_rows:
         return None
-    jtable = ji.load(change.target.namespace, change.target.name)
+    jtable = ji.read_view(change.target.namespace, change.target.name)
     layout = appendable(ji, jtable, change)
     if layout is None:
         return None
@@ -68,7 +68,7 @@ def appendable(ji: JavaIceberg, jtable, change: ChangeRange) -> Optional[TableLa
     NULL, no rows in the lake yet, and a layout the writer handles; else None."""
     if not change.has_rows or not change.target.keys_required or not holds_no_rows(jtable):
         return None
-    layout = table_layout(ji.jvm, jtable)
+    layout = table_layout(ji, jtable)
     if layout is None or on_object_storage(layout.data_dir):
         return None  # the task-side writer's uploads to an S3 API are not verified yet: MERGE there
     return layout
@@ -89,35 +89,42 @@ def commit_appends(ji: JavaIceberg, change: ChangeRange, snapshot_id: Optional[i
     already reached ``upto_ts`` (a rerun after this very commit) is left alone: the files are then orphans."""
     target = change.target
     label = f"{target.namespace}.{target.name}"
-    jtable = ji.load(target.namespace, target.name)
+    jtable = ji.read_view(target.namespace, target.name)  # a table created in this run: commits with its rows
     if change.after_ts is None and watermark_of(jtable) >= change.upto_ts:
         return FlushResult(label, change.lower, change.upto_ts, False)
     current = jtable.currentSnapshot()
     if (current.snapshotId() if current is not None else None) != snapshot_id:
         raise RuntimeError(f"{label} changed while its rows were written (snapshot {snapshot_id} -> "
                            f"{current.snapshotId()}); nothing was committed: run the merge again")
-    jvm = ji.jvm
     spec, io = jtable.spec(), jtable.io()
-    config = jvm.org.apache.iceberg.MetricsConfig.forTable(jtable)
+    config = ji.java("org.apache.iceberg.MetricsConfig").forTable(jtable)
     partition_name = str(spec.fields()[0].name()) if spec.isPartitioned() else None
-    # the classes looked up once: each step of a ``jvm.org.apache...`` path is a gateway call
-    parquet_util, data_files = jvm.org.apache.iceberg.parquet.ParquetUtil, jvm.org.apache.iceberg.DataFiles
-    parquet = jvm.org.apache.iceberg.FileFormat.PARQUET
+    parquet_util = ji.java("org.apache.iceberg.parquet.ParquetUtil")
+    data_files = ji.java("org.apache.iceberg.DataFiles")
+    parquet = ji.java("org.apache.iceberg.FileFormat").PARQUET
     append = jtable.newFastAppend()
+    # One builder serves every small file: each sets the same fields (path, size, row count, partition), so
+    # nothing of the previous file survives, and a file costs half the gateway calls of a fresh builder.
+    small = data_files.builder(spec).withFormat(parquet)
     written = 0
     for file in files:
-        builder = data_files.builder(spec).withPath(file.path).withFormat(parquet).withFileSizeInBytes(file.bytes)
         if file.rows >= FULL_METRICS_ROWS:
+            builder = data_files.builder(spec).withPath(file.path).withFormat(parquet)
+            builder = builder.withFileSizeInBytes(file.bytes)
             builder = builder.withMetrics(parquet_util.fileMetrics(io.newInputFile(file.path), config))
         else:
-            builder = builder.withRecordCount(file.rows)
+            builder = small
+            builder.withPath(file.path)
+            builder.withFileSizeInBytes(file.bytes)
+            builder.withRecordCount(file.rows)
         if partition_name is not None:
-            builder = builder.withPartitionPath(f"{partition_name}={file.bucket}")
-        append = append.appendFile(builder.build())
+            builder.withPartitionPath(f"{partition_name}={file.bucket}")
+        append.appendFile(builder.build())
         written += file.rows
     for key, value in change.properties().items():
         append = append.set(key, str(value))
     append.commit()
+    ji.commit_staged(target.namespace, target.name)
     target.watermark = max(target.watermark, change.upto_ts)
     fault_point("merge.after_table_commit")
     return FlushResult(label, change.lower, change.upto_ts, True, written, 0)
@@ -134,8 +141,8 @@ def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[
     groups: dict[tuple, list[int]] = {}
     for index, plan in enumerate(plans):
         groups.setdefault(_shape(plan), []).append(index)
-    frames = []
-    for members in groups.values():
+
+    def frame_of(members: list[int]) -> tuple[list[int], Any, list[TableLayout]]:
         first = plans[members[0]].change
         target = first.target
         if len(members) == 1:
@@ -145,13 +152,18 @@ def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[
                                  plans[i].change.lower, plans[i].change.upto_ts) for i in members]
             source = tables_change_set(events, ranges, target.columns, target.keys, first.always_sent)
         frame = images(source, catalog, [c.name for c in target.columns], plans[members[0]].layout)
-        frames.append((members, frame, [plans[i].layout for i in members]))
+        return members, frame, [plans[i].layout for i in members]
+
+    # each layout's plan is a chain of DataFrame calls the JVM analyses one by one (about half a second a
+    # layout): planned ``parallelism`` at a time, the analyses of several layouts overlap
+    with ThreadPoolExecutor(max_workers=max(1, min(parallelism, len(groups))), thread_name_prefix="plan") as pool:
+        frames = list(pool.map(frame_of, groups.values()))
     files: list[list[WrittenFile]] = [[] for _ in plans]
     for start in range(0, len(frames), FRAMES_PER_JOB):
         chunk = frames[start:start + FRAMES_PER_JOB]
         order = [index for members, _, _ in chunk for index in members]
-        events = [plans[i].change.row_events for members, _, _ in chunk for i in members]
-        total = None if any(e is None for e in events) else sum(events)
+        counts = [plans[i].change.row_events for members, _, _ in chunk for i in members]
+        total = None if any(count is None for count in counts) else sum(counts)
         for file in write_files([(frame, layouts) for _, frame, layouts in chunk], total):
             files[order[file.table_index]].append(file)
     fault_point("merge.before_append_commits")

@@ -160,7 +160,11 @@ def add_columns_rows_carry(ctx: RunContext, schema: str, table: str, target: Tar
 
 
 def create(ctx: RunContext, table_schema: TableSchema, watermark: int, summary: dict[str, str]) -> TargetTable:
-    """Create a lake table with its configured write mode and bucketing, its first snapshot at ``watermark``."""
+    """Create a lake table with its configured write mode and bucketing, its first snapshot at ``watermark``.
+
+    Staged (``JavaIceberg.create_table``): its catalog commit waits for its first rows, or for anything else
+    that uses it, or for the end of the run's flushes (``engine``), whichever comes first."""
     schema, table = table_schema.schema, table_schema.table
-    create_table(ctx.ji, table_schema, ctx.changefeed, watermark, *ctx.settings.table_layout(schema, table), summary)
+    create_table(ctx.ji, table_schema, ctx.changefeed, watermark, *ctx.settings.table_layout(schema, table), summary,
+                 staged=True)
     return ctx.target(schema, table, refresh=True)
