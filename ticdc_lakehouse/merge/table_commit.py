@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 from ticdc_lakehouse.runtime.faults import fault_point
+from ticdc_lakehouse.iceberg.file_appender import FileEntry, add_files
 from ticdc_lakehouse.iceberg.java_api import JavaIceberg, watermark_of
 from ticdc_lakehouse.merge.batch_write import (
     FRAMES_PER_JOB,
@@ -96,31 +97,15 @@ def commit_appends(ji: JavaIceberg, change: ChangeRange, snapshot_id: Optional[i
     if (current.snapshotId() if current is not None else None) != snapshot_id:
         raise RuntimeError(f"{label} changed while its rows were written (snapshot {snapshot_id} -> "
                            f"{current.snapshotId()}); nothing was committed: run the merge again")
-    spec, io = jtable.spec(), jtable.io()
-    config = ji.java("org.apache.iceberg.MetricsConfig").forTable(jtable)
+    spec = jtable.spec()
     partition_name = str(spec.fields()[0].name()) if spec.isPartitioned() else None
-    parquet_util = ji.java("org.apache.iceberg.parquet.ParquetUtil")
-    data_files = ji.java("org.apache.iceberg.DataFiles")
-    parquet = ji.java("org.apache.iceberg.FileFormat").PARQUET
     append = jtable.newFastAppend()
-    # One builder serves every small file: each sets the same fields (path, size, row count, partition), so
-    # nothing of the previous file survives, and a file costs half the gateway calls of a fresh builder.
-    small = data_files.builder(spec).withFormat(parquet)
-    written = 0
-    for file in files:
-        if file.rows >= FULL_METRICS_ROWS:
-            builder = data_files.builder(spec).withPath(file.path).withFormat(parquet)
-            builder = builder.withFileSizeInBytes(file.bytes)
-            builder = builder.withMetrics(parquet_util.fileMetrics(io.newInputFile(file.path), config))
-        else:
-            builder = small
-            builder.withPath(file.path)
-            builder.withFileSizeInBytes(file.bytes)
-            builder.withRecordCount(file.rows)
-        if partition_name is not None:
-            builder.withPartitionPath(f"{partition_name}={file.bucket}")
-        append.appendFile(builder.build())
-        written += file.rows
+    add_files(ji.jvm, append, jtable, [
+        FileEntry(file.path, file.bytes, file.rows,
+                  f"{partition_name}={file.bucket}" if partition_name is not None else None,
+                  file.rows >= FULL_METRICS_ROWS)
+        for file in files])
+    written = sum(file.rows for file in files)
     for key, value in change.properties().items():
         append = append.set(key, str(value))
     append.commit()
