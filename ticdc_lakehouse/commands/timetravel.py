@@ -9,11 +9,11 @@ Spark users get the same with ``SELECT ... FROM shop.orders VERSION AS OF 'tso_<
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Mapping, Optional
 
 from ticdc_lakehouse.runtime.config import Settings
+from ticdc_lakehouse.runtime.parallel import map_at_most
 from ticdc_lakehouse.iceberg.java_api import JavaIceberg
 from ticdc_lakehouse.runtime.state import Checkpoint, StateStore
 
@@ -136,6 +136,4 @@ def tag_cut(spark, settings: Settings, cut: int, tables: Mapping[str, Optional[i
             manage.createTag(tag, int(snapshot)).commit()
 
     tagged = [(name, snapshot) for name, snapshot in tables.items() if snapshot is not None]
-    with ThreadPoolExecutor(max_workers=max(1, min(settings.merge.parallel_tables, len(tagged) or 1)),
-                            thread_name_prefix="tag") as pool:
-        list(pool.map(lambda item: tag_table(*item), tagged))  # each table its own commit; errors raise here
+    map_at_most(lambda item: tag_table(*item), tagged, settings.merge.parallel_tables, "tag")  # a commit each

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Optional
 
+from ticdc_lakehouse.runtime.parallel import map_at_most
 from ticdc_lakehouse.merge import table_work
 from ticdc_lakehouse.merge.plan import table_key
 from ticdc_lakehouse.merge.table_commit import AppendPlan, append_tables, plan_append
@@ -35,8 +35,7 @@ def flush_empty_tables(ctx, tables: list[tuple[str, str]], upto_ts: int, paralle
             return None
         return plan_append(ctx.ji, change)
 
-    with ThreadPoolExecutor(max_workers=max(1, min(parallelism, len(with_rows))), thread_name_prefix="plan") as pool:
-        planned = list(pool.map(plan, with_rows))
+    planned = map_at_most(plan, with_rows, parallelism, "plan")
     chosen = {name: change for name, change in zip(with_rows, planned) if change is not None}
     if not chosen:
         return tables

@@ -7,12 +7,12 @@ bound, held, or pending its table's schema), so nothing is skipped.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable, Optional
 
 from pyspark.sql import functions as F
 
 from ticdc_lakehouse.runtime.faults import fault_point
+from ticdc_lakehouse.runtime.parallel import map_at_most
 from ticdc_lakehouse.merge.plan import PartitionKey, restart_offsets, unapplied_with_holds
 from ticdc_lakehouse.merge.run_state import CutPlan, DecodedRun, RunContext
 from ticdc_lakehouse.runtime.state import Checkpoint
@@ -55,10 +55,8 @@ def table_snapshots(ctx: RunContext, names: Iterable[str]) -> dict[str, Optional
         snapshot = ctx.ji.load(namespace, tname).currentSnapshot()
         return f"{namespace}.{tname}", snapshot.snapshotId() if snapshot is not None else None
 
-    ordered = sorted(names)
-    workers = max(1, min(ctx.settings.merge.parallel_tables, len(ordered) or 1))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cut") as pool:
-        return dict(found for found in pool.map(snapshot_of, ordered) if found is not None)
+    found = map_at_most(snapshot_of, sorted(names), ctx.settings.merge.parallel_tables, "cut")
+    return dict(table for table in found if table is not None)
 
 
 def _first_unapplied(events, ctx: RunContext, bound: int, max_commit_ts: int) -> dict[PartitionKey, int]:

@@ -24,7 +24,6 @@ import itertools
 import logging
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from typing import Callable, Optional
 
@@ -34,6 +33,7 @@ from ticdc_lakehouse.runtime.config import Settings
 from ticdc_lakehouse.decode import DecoderOptions
 from ticdc_lakehouse.decode.protocols import PROTOCOLS_WITH_MISSING_TS, resolved_ts_sink_option, uses_resolved_ts
 from ticdc_lakehouse.runtime.faults import fault_point
+from ticdc_lakehouse.runtime.parallel import map_at_most
 from ticdc_lakehouse.iceberg.commit import callback_session, ensure_callback_server
 from ticdc_lakehouse.iceberg.java_api import JavaIceberg
 from ticdc_lakehouse.landing.quarantine import SegmentQuarantined, check_landed, quarantine, unreadable_segment_in
@@ -276,11 +276,7 @@ def flush_concurrently(flush: Callable[[str, str, int], Optional[FlushResult]], 
         return None
 
     with spark_tasks(spark, say, f"applying {total} table(s)"):
-        if parallelism <= 1 or total <= 1:
-            outcomes = [attempt(name) for name in tables]
-        else:
-            with ThreadPoolExecutor(max_workers=min(parallelism, total), thread_name_prefix="flush") as pool:
-                outcomes = list(pool.map(attempt, tables))
+        outcomes = map_at_most(attempt, tables, parallelism, "flush")
     errors = [error for error in outcomes if error is not None]
     if errors:
         raise errors[0]

@@ -7,11 +7,11 @@ table's summary still says exactly what it holds.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 from ticdc_lakehouse.runtime.faults import fault_point
+from ticdc_lakehouse.runtime.parallel import map_at_most
 from ticdc_lakehouse.iceberg.file_appender import FileEntry, add_files
 from ticdc_lakehouse.iceberg.java_api import JavaIceberg, watermark_of
 from ticdc_lakehouse.merge.batch_write import (
@@ -141,8 +141,7 @@ def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[
 
     # each layout's plan is a chain of DataFrame calls the JVM analyses one by one (about half a second a
     # layout): planned ``parallelism`` at a time, the analyses of several layouts overlap
-    with ThreadPoolExecutor(max_workers=max(1, min(parallelism, len(groups))), thread_name_prefix="plan") as pool:
-        frames = list(pool.map(frame_of, groups.values()))
+    frames = map_at_most(frame_of, groups.values(), parallelism, "plan")
     files: list[list[WrittenFile]] = [[] for _ in plans]
     for start in range(0, len(frames), FRAMES_PER_JOB):
         chunk = frames[start:start + FRAMES_PER_JOB]
@@ -156,10 +155,7 @@ def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[
     def commit(index: int) -> FlushResult:
         return commit_appends(ji, plans[index].change, plans[index].snapshot_id, files[index])
 
-    if parallelism <= 1 or len(plans) <= 1:
-        return [commit(i) for i in range(len(plans))]
-    with ThreadPoolExecutor(max_workers=min(parallelism, len(plans)), thread_name_prefix="commit") as pool:
-        return list(pool.map(commit, range(len(plans))))
+    return map_at_most(commit, range(len(plans)), parallelism, "commit")
 
 
 def _shape(plan: AppendPlan) -> tuple:

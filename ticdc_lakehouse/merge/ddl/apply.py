@@ -12,7 +12,6 @@ wait in the landed segments, the reason shows in ``lakehouse status``, other tab
 from __future__ import annotations
 
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable, Optional, Sequence
 
 from ticdc_lakehouse.merge.ddl import parse as dp
@@ -28,6 +27,7 @@ from ticdc_lakehouse.core.model import ColumnSchema, TableSchema
 from ticdc_lakehouse.core.mysql_types import column_doc, holds_every_value, iceberg_type, parse_type, widening
 from ticdc_lakehouse.core.sql_names import qualified, quote, sql_string
 from ticdc_lakehouse.runtime.faults import fault_point
+from ticdc_lakehouse.runtime.parallel import map_at_most
 from ticdc_lakehouse.runtime.state import HaltedTable
 from ticdc_lakehouse.core.values import to_bytes
 
@@ -280,8 +280,7 @@ def apply_creates(ctx: RunContext, records: Sequence[DDLRecord], parallelism: in
         fault_point("merge.after_ddl")  # per statement, as one by one: a crash with some of them created
         return changes
 
-    with ThreadPoolExecutor(max_workers=max(1, parallelism), thread_name_prefix="create") as pool:
-        applied = list(pool.map(create, records))
+    applied = map_at_most(create, records, parallelism, "create")
     for record, changes in zip(records, applied):
         _report_applied(ctx, record, changes)
 
