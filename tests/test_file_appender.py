@@ -45,3 +45,12 @@ def test_files_with_row_counts_or_full_metrics_read_back_as_the_table(spark, set
     assert set(files) == {e.path for e in entries}
     assert files[str(odd)]["record_count"] == 3 and files[str(odd)]["lower_bounds"]  # read from its footer
     assert files[entries[0].path]["record_count"] == 2 and not files[entries[0].path]["lower_bounds"]
+    # the files reach the table through one manifest written beside its metadata; the snapshot summary still
+    # counts their rows, files and bytes, as an append of each file would
+    summary = dict(ji.load("app", "t").currentSnapshot().summary())
+    size = sum(e.size for e in entries)
+    assert (summary["added-data-files"], summary["total-data-files"]) == ("2", "2")
+    assert (summary["added-records"], summary["total-records"]) == ("5", "5")
+    assert (summary["added-files-size"], summary["total-files-size"]) == (str(size), str(size))
+    manifests = spark.sql(f"SELECT path FROM {settings.catalog_name}.app.t.manifests").collect()
+    assert len(manifests) == 1 and "/metadata/" in manifests[0]["path"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 RESOLVED_TS_PROPERTY = "tidb.resolved-ts"
 
@@ -27,14 +27,14 @@ class JavaIceberg:
         self.gateway = spark.sparkContext._gateway
         self.catalog = spark._jsparkSession.sessionState().catalogManager().catalog(catalog_name).icebergCatalog()
         self._classes: dict[str, Any] = {}
+        self._direct: Any = None  # a direct executor service (``in_calling_thread``)
         self.types = self.java("org.apache.iceberg.types.Types")
-        # What ``resolve`` asks over and over (a run resolves each table several times, and a table not in the
-        # lake yet costs a listing of its namespace): namespaces seen to exist, and each namespace's table names
-        # by lower-case name. Kept in step by this object's own creates, drops and renames (a run holds its
-        # changefeed's lock); ``table_exists`` itself is never cached.
+        # What ``resolve`` and ``listed`` ask over and over (a run resolves each table several times): namespaces
+        # seen to exist, and each namespace's table names, listed once. Kept in step by this object's own creates,
+        # drops and renames (a run holds its changefeed's lock); ``table_exists`` itself is never cached.
         self._lock = threading.Lock()
         self._namespaces: set[str] = set()
-        self._table_names: dict[str, dict[str, str]] = {}
+        self._table_names: dict[str, _TableNames] = {}
         self._namespace_objects: dict[str, Any] = {}
         self._identifiers: dict[tuple[str, str], Any] = {}
         # Tables created with ``staged=True`` whose create transaction is not committed yet: the transaction, the
@@ -51,6 +51,19 @@ class JavaIceberg:
                 found = getattr(found, part)
             self._classes[name] = found
         return found
+
+    def in_calling_thread(self, update):
+        """``update`` (an append) writing its manifests in the calling thread.
+
+        Why: by default Iceberg hands the manifest writes of a commit to its worker pool and polls the futures
+        with a 10 ms sleep (``Tasks.waitFor``), so a commit of a few small files waited two or three sleeps:
+        about 25 of its 32 ms, and a run of hundreds of small tables paid it in every one (measured with JFR's
+        thread-sleep events). A run commits tables in parallel threads already."""
+        if self._direct is None:
+            self._direct = self.java(
+                "org.apache.iceberg.relocated.com.google.common.util.concurrent.MoreExecutors"
+            ).newDirectExecutorService()
+        return update.scanManifestsWith(self._direct)
 
     # -- identifiers -------------------------------------------------------------------------------------
     def namespace(self, name: str):
@@ -118,9 +131,16 @@ class JavaIceberg:
         """The Iceberg (namespace, table) for an upstream name: an existing one matched ignoring case, else the
         upstream spelling as it is (so the lake shows the names as upstream created them)."""
         namespace = self.find_namespace(schema) or schema
-        if self.namespace_exists(namespace) and not self.table_exists(namespace, table):
-            return namespace, self._names_in(namespace).get(table.lower(), table)
+        if self.namespace_exists(namespace):
+            names = self._names_in(namespace)
+            if table not in names.exact:
+                return namespace, names.by_lower.get(table.lower(), table)
         return namespace, table
+
+    def listed(self, namespace: str, table: str) -> bool:
+        """Whether the table exists, as this object's listing of its namespace says (see ``__init__``): no
+        catalog round trip, where ``table_exists`` loads the table. For the tables of the run's changefeed."""
+        return self.namespace_exists(namespace) and table in self._names_in(namespace).exact
 
     def table_exists(self, namespace: str, table: str) -> bool:
         if (namespace, table) in self._staged:
@@ -160,10 +180,12 @@ class JavaIceberg:
                 if transaction.table().currentSnapshot() is None:
                     self.commit_marker(transaction, summary)
                 transaction.commitTransaction()
+            except BaseException:
+                self._forget_names(namespace)  # the commit may or may not have happened
+                raise
             finally:
                 with self._lock:
                     self._staged.pop((namespace, table), None)
-                self._note(namespace, table, exists=True)
 
     def _commit_staged_in(self, namespace: str) -> None:
         for staged_namespace, table in list(self._staged):
@@ -179,17 +201,22 @@ class JavaIceberg:
     def drop_table(self, namespace: str, table: str) -> bool:
         self.commit_staged(namespace, table)
         try:
-            return bool(self.catalog.dropTable(self.identifier(namespace, table), False))
-        finally:
-            self._note(namespace, table, exists=False)
+            dropped = bool(self.catalog.dropTable(self.identifier(namespace, table), False))
+        except BaseException:
+            self._forget_names(namespace)
+            raise
+        self._note(namespace, table, exists=False)
+        return dropped
 
     def rename_table(self, namespace: str, table: str, new_namespace: str, new_table: str) -> None:
         self.commit_staged(namespace, table)
         try:
             self.catalog.renameTable(self.identifier(namespace, table), self.identifier(new_namespace, new_table))
-        finally:
-            self._note(namespace, table, exists=False)
-            self._note(new_namespace, new_table, exists=True)
+        except BaseException:
+            self._forget_names(namespace, new_namespace)
+            raise
+        self._note(namespace, table, exists=False)
+        self._note(new_namespace, new_table, exists=True)
 
     def drop_namespace(self, name: str) -> bool:
         self._commit_staged_in(name)
@@ -207,26 +234,25 @@ class JavaIceberg:
                 self._table_names.pop(namespace, None)
 
     def _note(self, namespace: str, table: str, exists: bool) -> None:
-        """Keep a listed namespace's names in step with a create, drop or rename of ``table``; after a failure
-        the call may or may not have happened, so the next ``resolve`` lists the namespace again."""
+        """Keep a listed namespace's names in step with a create, drop or rename of ``table`` that happened.
+        After a failure the call may or may not have happened: the caller forgets the namespace's names
+        (``_forget_names``) and the next ``resolve`` lists it again. (Asking the catalog here instead loaded the
+        table, under the lock every committing thread takes.)"""
         with self._lock:
             names = self._table_names.get(namespace)
             if names is None:
                 return
-            if not exists:
-                names.pop(table.lower(), None)
-            elif self.table_exists(namespace, table):
-                names[table.lower()] = table
+            if exists:
+                names.add(table)
             else:
-                self._table_names.pop(namespace, None)
+                names.remove(table)
 
-    def _names_in(self, namespace: str) -> dict[str, str]:
-        """The namespace's table names by lower-case name (listed once, then kept in step, see ``__init__``)."""
+    def _names_in(self, namespace: str) -> "_TableNames":
+        """The namespace's table names (listed once, then kept in step, see ``__init__``)."""
         with self._lock:
             names = self._table_names.get(namespace)
             if names is None:  # the catalog's tables and the staged creates (``list_tables`` would commit them)
-                listed = self._listed(namespace) + [table for ns, table in self._staged if ns == namespace]
-                names = {name.lower(): name for name in listed}
+                names = _TableNames(self._listed(namespace) + [t for ns, t in self._staged if ns == namespace])
                 self._table_names[namespace] = names
             return names
 
@@ -273,8 +299,10 @@ class JavaIceberg:
         self.commit_marker(tx, summary)
         try:
             tx.commitTransaction()
-        finally:
-            self._note(namespace, table, exists=True)
+        except BaseException:
+            self._forget_names(namespace)
+            raise
+        self._note(namespace, table, exists=True)
 
     def delete_file_counts(self, jtable) -> tuple[int, int]:
         """(deletion vectors, other delete files) the current snapshot applies: what a reader merges in.
@@ -301,10 +329,32 @@ class JavaIceberg:
 
     def commit_marker(self, jtable_or_tx, summary: Mapping[str, str]) -> None:
         """An empty append whose snapshot summary records ``summary`` (the watermark) and pins the schema."""
-        append = jtable_or_tx.newAppend()
+        append = self.in_calling_thread(jtable_or_tx.newAppend())
         for key, value in summary.items():
             append = append.set(key, str(value))
         append.commit()
+
+
+class _TableNames:
+    """One namespace's table names: as spelled, and by lower-case name (upstream names match ignoring case)."""
+
+    def __init__(self, names: Sequence[str]):
+        self.exact: set[str] = set()
+        self.by_lower: dict[str, str] = {}
+        for name in names:
+            self.add(name)
+
+    def add(self, name: str) -> None:
+        self.exact.add(name)
+        self.by_lower[name.lower()] = name
+
+    def remove(self, name: str) -> None:
+        self.exact.discard(name)
+        if self.by_lower.get(name.lower()) == name:
+            del self.by_lower[name.lower()]
+            other = next((n for n in self.exact if n.lower() == name.lower()), None)
+            if other is not None:
+                self.by_lower[name.lower()] = other
 
 
 def snapshot_summary(jtable) -> dict[str, str]:

@@ -82,7 +82,7 @@ def descriptor_of_doc(doc: Optional[str]) -> Optional[str]:
 
 def describe(ji: JavaIceberg, schema: str, table: str) -> TargetTable:
     namespace, name = ji.resolve(schema, table)
-    if not ji.table_exists(namespace, name):
+    if not ji.listed(namespace, name):
         return TargetTable(namespace, name)
     jtable = ji.read_view(namespace, name)
     fields, key_names = ji.columns_of(jtable)

@@ -50,7 +50,7 @@ def table_snapshots(ctx: RunContext, names: Iterable[str]) -> dict[str, Optional
     def snapshot_of(name: str) -> Optional[tuple[str, Optional[int]]]:
         schema, _, table = name.partition(".")
         namespace, tname = ctx.ji.resolve(schema, table)
-        if not ctx.ji.table_exists(namespace, tname):
+        if not ctx.ji.listed(namespace, tname):
             return None
         snapshot = ctx.ji.load(namespace, tname).currentSnapshot()
         return f"{namespace}.{tname}", snapshot.snapshotId() if snapshot is not None else None

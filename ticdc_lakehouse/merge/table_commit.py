@@ -99,7 +99,7 @@ def commit_appends(ji: JavaIceberg, change: ChangeRange, snapshot_id: Optional[i
                            f"{current.snapshotId()}); nothing was committed: run the merge again")
     spec = jtable.spec()
     partition_name = str(spec.fields()[0].name()) if spec.isPartitioned() else None
-    append = jtable.newFastAppend()
+    append = ji.in_calling_thread(jtable.newFastAppend())
     add_files(ji.jvm, append, jtable, [
         FileEntry(file.path, file.bytes, file.rows,
                   f"{partition_name}={file.bucket}" if partition_name is not None else None,
