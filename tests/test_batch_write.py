@@ -182,3 +182,43 @@ def test_tables_of_one_layout_share_a_change_set_and_column_ddl_costs_no_barrier
         assert all(r["operation"] in ("append", "delete") for r in writes), (name, writes)  # no overwrite (MERGE)
         per_bucket = spark_session.sql(f"SELECT partition, count(*) AS n FROM {lake}.files GROUP BY partition")
         assert all(r["n"] == 1 for r in per_bucket.collect()), name
+
+
+def test_a_write_task_gives_each_table_and_bucket_one_file_with_exactly_its_rows(tmp_path, monkeypatch):
+    """The task-side writer (no Spark needed to call it): rows of two tables and three buckets arrive mixed over
+    batches; each (table, bucket) gets one file in its table's data directory holding exactly its rows, with the
+    table's field ids; its rows are held until ``WRITE_ROWS``, then written as one row group."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ticdc_lakehouse.merge import batch_write
+    from ticdc_lakehouse.merge.batch_write import BUCKET, ArrowColumn, TableLayout, file_writer
+    from ticdc_lakehouse.merge.table_events import TABLE_INDEX
+
+    monkeypatch.setattr(batch_write, "WRITE_ROWS", 3)
+    columns = (ArrowColumn("id", 1, True), ArrowColumn("v", 2, False))
+    layouts = [TableLayout(f"file:{tmp_path}/t{t}/data/", columns, ("id_bucket", "id", 3)) for t in range(2)]
+    rows = [(i, f"v{i}", i % 2, i % 3) for i in range(40)]  # id, v, table index, bucket
+    batches = [pa.RecordBatch.from_arrays(
+        [pa.array([r[0] for r in part], pa.int64()), pa.array([r[1] for r in part]),
+         pa.array([r[2] for r in part], pa.int32()), pa.array([r[3] for r in part], pa.int32())],
+        names=["_c0", "_c1", "_c2", "_c3"]) for part in (rows[:17], rows[17:18], rows[18:])]
+
+    written = pa.Table.from_batches(list(file_writer(10, layouts, ["id", "v", TABLE_INDEX, BUCKET])(iter(batches))))
+
+    files = written.to_pylist()
+    groups: list[int] = []
+    assert sorted((f["table_index"], f["bucket"]) for f in files) == [(t, b) for t in (10, 11) for b in range(3)]
+    for file in files:
+        table, bucket = file["table_index"] - 10, file["bucket"]
+        path = file["path"][len("file:"):]
+        assert path.startswith(f"{tmp_path}/t{table}/data/id_bucket={bucket}-")
+        expected = [(i, v) for i, v, t, b in rows if (t, b) == (table, bucket)]
+        data = pq.read_table(path)
+        assert list(zip(data["id"].to_pylist(), data["v"].to_pylist())) == expected
+        assert file["rows"] == len(expected) and file["bytes"] == os.path.getsize(path)
+        assert [f.metadata[b"PARQUET:field_id"] for f in data.schema] == [b"1", b"2"]
+        assert not data.schema.field("id").nullable
+        groups.append(pq.ParquetFile(path).metadata.num_row_groups)
+        assert groups[-1] == 1 or len(expected) > 3  # rows held until WRITE_ROWS, then one row group
+    assert max(groups) > 1
