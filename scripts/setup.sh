@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 
 need_apt=()
 command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
+# javac builds jvm/local-fs (scripts/build_local_fs.sh)
+command -v javac >/dev/null 2>&1 || need_apt+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 [ -f /usr/share/java/sqlite-jdbc.jar ] || [ -f /usr/share/java/xerial-sqlite-jdbc.jar ] || need_apt+=(libxerial-sqlite-jdbc-java)
 ls /usr/lib/*/jni/libsqlitejdbc.so >/dev/null 2>&1 || need_apt+=(libxerial-sqlite-jdbc-jni)
@@ -54,6 +56,8 @@ fetch_jars() {  # POM_DIR
 fetch_jars jvm/runtime
 # the servers the tests run for real: Apache Kafka (KRaft) and Apicurio Registry (tests/jvm_service.py)
 fetch_jars jvm/test-services
+# Hadoop's local file system without a chmod fork per created file (jvm/local-fs; runtime/spark_session.py)
+bash scripts/build_local_fs.sh ".venv/share/ticdc-lakehouse/jars/local-fs/ticdc-lakehouse-local-fs.jar"
 .venv/bin/python -c 'import ticdc_lakehouse.decode._craft_reader' 2>/dev/null \
   || echo "setup: no compiled Craft reader (no C compiler?): Craft decodes with its Python readers, same events, slower"
 # Verify the stack: pyspark 4.1.x (a 6.x Spark provider would have replaced it), the Iceberg jars, drivers.

@@ -153,22 +153,22 @@ def test_concurrent_commits_through_a_catalog_opened_on_an_existing_file(spark_s
 
 
 def test_the_driver_jvm_gets_the_configured_options_and_none_when_cleared(tmp_path):
-    """``spark.driver_java_options`` (by default, higher C2 thresholds for short runs) reach the driver JVM's
-    options next to the JDBC library path; an empty value removes them and nothing else."""
+    """``spark.driver_java_options`` (by default, C1 only: a run ends before C2's compilations pay back) reach
+    the driver JVM's options next to the JDBC library path; an empty value removes them and nothing else."""
     from ticdc_lakehouse.runtime.config import load_settings
     from ticdc_lakehouse.runtime.spark_session import spark_plan
 
     env = {"LAKEHOUSE_HOME": str(tmp_path), "LAKEHOUSE_CONFIG": ""}
     default = spark_plan(load_settings(env=env)).conf["spark.driver.extraJavaOptions"].split()
-    assert "-XX:Tier4InvocationThreshold=50000" in default
+    assert "-XX:TieredStopAtLevel=1" in default
     cleared = spark_plan(load_settings(env={**env, "LAKEHOUSE__SPARK__DRIVER_JAVA_OPTIONS": ""}))
     options = cleared.conf["spark.driver.extraJavaOptions"].split()
-    assert not any(o.startswith("-XX:Tier4") for o in options)
-    assert [o for o in default if not o.startswith("-XX:Tier4")] == options
+    assert "-XX:TieredStopAtLevel=1" not in options
+    assert [o for o in default if o != "-XX:TieredStopAtLevel=1"] == options
 
 
 @pytest.mark.spark
 def test_the_session_jvm_runs_with_the_driver_options(spark):
     arguments = list(spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
                      .getInputArguments())
-    assert "-XX:Tier4InvocationThreshold=50000" in arguments
+    assert "-XX:TieredStopAtLevel=1" in arguments

@@ -129,9 +129,8 @@ class SparkSection(Section):
     conf: Mapping[str, Any] = field(default_factory=dict)  # free-form: passed on to Spark as given
     submit: str = "in-process"  # or "spark-submit" (Airflow SparkSubmitOperator to spark.master)
     class_archive: bool = True  # map the driver JVM's class archive built by setup (see jvm_archive)
-    #: extra driver JVM options; the default lets C2 compile only really hot code (see spark_session)
-    driver_java_options: str = ("-XX:Tier4InvocationThreshold=50000 -XX:Tier4CompileThreshold=60000 "
-                                "-XX:Tier4BackEdgeThreshold=400000")
+    #: extra driver JVM options; the default compiles with C1 only (see spark_session)
+    driver_java_options: str = "-XX:TieredStopAtLevel=1"
 
 
 #: what a message that cannot be decoded does: "dead-letter" (record it, go on) or "hold" (stop its partition

@@ -79,6 +79,19 @@ def iceberg_aws_jar() -> Path:
     return _fetched_jar(ICEBERG_AWS_JAR_NAME)
 
 
+#: Hadoop's local file system without a ``chmod`` fork per created file (jvm/local-fs, built by ``make setup``)
+LOCAL_FS_JAR_NAME = "ticdc-lakehouse-local-fs.jar"
+LOCAL_FS_CLASS = "io.ticdc.lakehouse.NoForkLocalFileSystem"
+
+
+def local_fs_jar() -> Optional[Path]:
+    """The jar of ``LOCAL_FS_CLASS``, or None where it was not built (the Docker image, whose warehouse is on
+    object storage): Hadoop's own local file system then forks ``chmod`` for each file, slower, same files.
+    Used by local sessions only (``spark_plan``)."""
+    jar = jvm_jar_dir("local-fs") / LOCAL_FS_JAR_NAME
+    return jar if jar.is_file() else None
+
+
 def check_pyspark_version() -> str:
     import pyspark
 
@@ -136,7 +149,11 @@ def spark_plan(settings: Settings, app_name: Optional[str] = None) -> SparkPlan:
     required = jdbc_driver_jar(uri)
     # every installed catalog driver, so one session can also open a second deployment's catalog
     others = [p for p in (_first_existing(SQLITE_JARS), _first_existing(POSTGRES_JARS)) if p and p != required]
-    jars = (str(iceberg_runtime_jar()), str(iceberg_aws_jar()), str(required), *map(str, others))
+    # a local session only: there the jar is on the driver JVM's class path, where Hadoop looks up file system
+    # classes; a cluster's warehouse is on object storage or HDFS
+    local_fs = local_fs_jar() if settings.spark.master.startswith("local") else None
+    jars = (str(iceberg_runtime_jar()), str(iceberg_aws_jar()), str(required), *map(str, others),
+            *([str(local_fs)] if local_fs is not None else []))
     spark = settings.spark
     prefix = f"spark.sql.catalog.{catalog}"
     log_config = PROJECT_LOG4J if PROJECT_LOG4J.is_file() else None
@@ -147,10 +164,11 @@ def spark_plan(settings: Settings, app_name: Optional[str] = None) -> SparkPlan:
     if log_config is not None:
         java_opts += f" -Dlog4j2.configurationFile={log_config.as_uri()}"
     class_archive = driver_java_options(jars, spark.class_archive)
-    # A run is a fresh JVM of half a minute or so: with the default thresholds, its optimizing compiler (C2)
-    # spends 5-6 CPU-s compiling Spark, Arrow and Parquet code during the first decode, on the cores the work
-    # needs. Ten times higher Tier4 thresholds leave lukewarm code to C1 and compile only what stays hot: 1-1.5 s
-    # less per 1M-event merge on 2 cores (bench/merge.py, interleaved runs). Long jobs reach C2 all the same.
+    # A run is a fresh JVM of half a minute or so. Its optimizing compiler (C2) spent a fifth to a third of the
+    # run's CPU compiling Spark, Arrow, Parquet and Iceberg code (perf, by thread: 7.8 of 37 CPU-s in a 55k-event
+    # run, even with ten times higher Tier4 thresholds), on the cores the work needs, and the run ended before
+    # that code paid back. C1 alone: 30-40% less CPU and wall time for runs of 55k events, the same for a 1M-event
+    # merge (bench/merge.py, interleaved runs). Only the driver's JVM: a cluster's executors live long.
     tuning = spark.driver_java_options
     conf: dict[str, str] = {
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
@@ -206,6 +224,8 @@ def spark_plan(settings: Settings, app_name: Optional[str] = None) -> SparkPlan:
         conf[f"{prefix}.jdbc.password"] = settings.catalog_password
     # Hadoop's local file system gives each file it creates 666 minus this, whatever the process umask
     conf[HADOOP_UMASK_KEY] = f"{effective_umask(settings):03o}"
+    if local_fs is not None:
+        conf["spark.hadoop.fs.file.impl"] = LOCAL_FS_CLASS
     conf.update({str(k): str(v) for k, v in spark.conf.items()})
     # ANSI mode (Spark 4's default), stated and kept whatever spark.conf says: without it a cast that cannot hold
     # a value gives NULL and arithmetic overflows wrap, i.e. the engine would change values silently. Every cast
