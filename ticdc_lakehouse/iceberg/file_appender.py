@@ -115,6 +115,7 @@ def appender(jvm) -> Any:
 
 
 def add_files(jvm, append, jtable, entries: Sequence[FileEntry]) -> None:
-    """Append every entry's data file to ``append`` (an ``AppendFiles`` of ``jtable``) in one gateway call."""
+    """Append every entry's data file to ``append`` (an ``AppendFiles`` of ``jtable``) in one gateway call, as one
+    manifest written in the calling thread."""
     if entries:
         appender(jvm).add(append, jtable, encode(entries))

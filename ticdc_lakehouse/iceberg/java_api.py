@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import re
 import threading
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 
 RESOLVED_TS_PROPERTY = "tidb.resolved-ts"
 
@@ -53,12 +54,13 @@ class JavaIceberg:
         return found
 
     def in_calling_thread(self, update):
-        """``update`` (an append) writing its manifests in the calling thread.
+        """``update`` (an append) doing in the calling thread what it would hand to Iceberg's worker pool: reading
+        its manifests' metadata for the manifest list, and merging manifests (``newAppend``).
 
-        Why: by default Iceberg hands the manifest writes of a commit to its worker pool and polls the futures
-        with a 10 ms sleep (``Tasks.waitFor``), so a commit of a few small files waited two or three sleeps:
-        about 25 of its 32 ms, and a run of hundreds of small tables paid it in every one (measured with JFR's
-        thread-sleep events). A run commits tables in parallel threads already."""
+        Why: Iceberg polls the worker pool's futures with a 10 ms sleep (``Tasks.waitFor``, seen in JFR's
+        thread-sleep events), and a small table's commit waited for it each time; a run commits tables in parallel
+        threads already. (The manifests of new files go through the pool whatever this says: ``file_appender``
+        writes them itself.)"""
         if self._direct is None:
             self._direct = self.java(
                 "org.apache.iceberg.relocated.com.google.common.util.concurrent.MoreExecutors"
@@ -177,12 +179,10 @@ class JavaIceberg:
             if (namespace, table) not in self._staged:
                 return  # another thread committed it meanwhile
             try:
-                if transaction.table().currentSnapshot() is None:
-                    self.commit_marker(transaction, summary)
-                transaction.commitTransaction()
-            except BaseException:
-                self._forget_names(namespace)  # the commit may or may not have happened
-                raise
+                with self._changing(namespace):
+                    if transaction.table().currentSnapshot() is None:
+                        self.commit_marker(transaction, summary)
+                    transaction.commitTransaction()
             finally:
                 with self._lock:
                     self._staged.pop((namespace, table), None)
@@ -200,21 +200,15 @@ class JavaIceberg:
 
     def drop_table(self, namespace: str, table: str) -> bool:
         self.commit_staged(namespace, table)
-        try:
+        with self._changing(namespace):
             dropped = bool(self.catalog.dropTable(self.identifier(namespace, table), False))
-        except BaseException:
-            self._forget_names(namespace)
-            raise
         self._note(namespace, table, exists=False)
         return dropped
 
     def rename_table(self, namespace: str, table: str, new_namespace: str, new_table: str) -> None:
         self.commit_staged(namespace, table)
-        try:
+        with self._changing(namespace, new_namespace):
             self.catalog.renameTable(self.identifier(namespace, table), self.identifier(new_namespace, new_table))
-        except BaseException:
-            self._forget_names(namespace, new_namespace)
-            raise
         self._note(namespace, table, exists=False)
         self._note(new_namespace, new_table, exists=True)
 
@@ -233,11 +227,20 @@ class JavaIceberg:
             for namespace in namespaces:
                 self._table_names.pop(namespace, None)
 
+    @contextmanager
+    def _changing(self, *namespaces: str) -> Iterator[None]:
+        """Around a catalog change of these namespaces' tables: if it fails, it may or may not have happened, so
+        their names are listed again when next asked (``_note`` records a change that happened)."""
+        try:
+            yield
+        except BaseException:
+            self._forget_names(*namespaces)
+            raise
+
     def _note(self, namespace: str, table: str, exists: bool) -> None:
-        """Keep a listed namespace's names in step with a create, drop or rename of ``table`` that happened.
-        After a failure the call may or may not have happened: the caller forgets the namespace's names
-        (``_forget_names``) and the next ``resolve`` lists it again. (Asking the catalog here instead loaded the
-        table, under the lock every committing thread takes.)"""
+        """Keep a listed namespace's names in step with a create, drop or rename of ``table`` that happened (a
+        failed one: ``_changing``). Asking the catalog here instead loaded the table, under the lock every
+        committing thread takes."""
         with self._lock:
             names = self._table_names.get(namespace)
             if names is None:
@@ -297,11 +300,8 @@ class JavaIceberg:
             self._note(namespace, table, exists=True)
             return
         self.commit_marker(tx, summary)
-        try:
+        with self._changing(namespace):
             tx.commitTransaction()
-        except BaseException:
-            self._forget_names(namespace)
-            raise
         self._note(namespace, table, exists=True)
 
     def delete_file_counts(self, jtable) -> tuple[int, int]:

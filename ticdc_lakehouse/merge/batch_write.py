@@ -184,21 +184,18 @@ class _TaskFiles:
         self.local = local
         self.layouts = layouts
         self.directories: set[str] = set()  # created by this task already: one call per directory, not per file
-        self.pending: dict[tuple[int, Optional[int]], list[Any]] = {}
-        self.pending_rows: dict[tuple[int, Optional[int]], int] = {}
-        self.pending_bytes: dict[tuple[int, Optional[int]], int] = {}
-        self.held_bytes = 0  # over every file
+        self.pending: dict[tuple[int, Optional[int]], list[Any]] = {}  # the slices not written yet
+        self.held_bytes = 0  # theirs, over every file
         self.open: dict[tuple[int, Optional[int]], tuple[Any, Any, str]] = {}  # writer, stream, path
         self.rows: dict[tuple[int, Optional[int]], int] = {}
         #: the files closed: (table index, bucket) -> (path, rows, bytes)
         self.written: dict[tuple[int, Optional[int]], tuple[str, int, int]] = {}
 
     def add(self, key: tuple[int, Optional[int]], part) -> None:
-        self.pending.setdefault(key, []).append(part)
-        self.pending_rows[key] = self.pending_rows.get(key, 0) + part.num_rows
-        self.pending_bytes[key] = self.pending_bytes.get(key, 0) + part.nbytes
+        parts = self.pending.setdefault(key, [])
+        parts.append(part)
         self.held_bytes += part.nbytes
-        if self.pending_rows[key] >= WRITE_ROWS:
+        if sum(p.num_rows for p in parts) >= WRITE_ROWS:
             self._flush(key)
         elif self.held_bytes >= WRITE_BYTES:
             self.flush_all()
@@ -212,8 +209,7 @@ class _TaskFiles:
         import pyarrow.parquet as pq
 
         parts = self.pending.pop(key)
-        self.pending_rows.pop(key)
-        self.held_bytes -= self.pending_bytes.pop(key)
+        self.held_bytes -= sum(part.nbytes for part in parts)
         if key not in self.open:
             index, bucket = key
             layout = self.layouts[index]
@@ -254,10 +250,12 @@ def _parts(batch, columns: Sequence[str], schema, by_table: bool, by_bucket: boo
     if not by_table and not by_bucket:
         yield (0, None), rows
         return
-    tables = batch.column(TABLE_INDEX).to_numpy(zero_copy_only=False).astype(np.int64) if by_table else None
-    buckets = batch.column(BUCKET).to_numpy(zero_copy_only=False).astype(np.int64) if by_bucket else None
-    keys = tables * (1 << 32) + buckets if tables is not None and buckets is not None else (
-        tables if tables is not None else buckets)
+
+    def ints(column: str, present: bool):
+        return (batch.column(column).to_numpy(zero_copy_only=False).astype(np.int64) if present
+                else np.zeros(batch.num_rows, np.int64))
+
+    keys = (ints(TABLE_INDEX, by_table) << 32) | ints(BUCKET, by_bucket)  # both small and never negative
     order = np.argsort(keys, kind="stable")
     keys = keys[order]
     rows = rows.take(pa.array(order))
@@ -265,13 +263,7 @@ def _parts(batch, columns: Sequence[str], schema, by_table: bool, by_bucket: boo
     ends = np.append(starts[1:], len(keys))
     for start, end in zip(starts.tolist(), ends.tolist()):
         key = int(keys[start])
-        if tables is not None and buckets is not None:
-            index, bucket = key >> 32, key & 0xFFFFFFFF
-        elif tables is not None:
-            index, bucket = key, None
-        else:
-            index, bucket = 0, key
-        yield (index, bucket), rows.slice(start, end - start)
+        yield (key >> 32, key & 0xFFFFFFFF if by_bucket else None), rows.slice(start, end - start)
 
 
 def _parquet_schema(arrow_schema, layout: TableLayout):

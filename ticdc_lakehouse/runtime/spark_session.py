@@ -167,8 +167,9 @@ def spark_plan(settings: Settings, app_name: Optional[str] = None) -> SparkPlan:
     # A run is a fresh JVM of half a minute or so. Its optimizing compiler (C2) spent a fifth to a third of the
     # run's CPU compiling Spark, Arrow, Parquet and Iceberg code (perf, by thread: 7.8 of 37 CPU-s in a 55k-event
     # run, even with ten times higher Tier4 thresholds), on the cores the work needs, and the run ended before
-    # that code paid back. C1 alone: 30-40% less CPU and wall time for runs of 55k events, the same for a 1M-event
-    # merge (bench/merge.py, interleaved runs). Only the driver's JVM: a cluster's executors live long.
+    # that code paid back. C1 alone: about a third less CPU and a fifth less wall time for runs of 55k events,
+    # the same for a 1M-event merge (bench/merge.py, interleaved runs). Only the driver's JVM: a cluster's
+    # executors live long.
     tuning = spark.driver_java_options
     conf: dict[str, str] = {
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
