@@ -222,3 +222,20 @@ def test_a_write_task_gives_each_table_and_bucket_one_file_with_exactly_its_rows
         groups.append(pq.ParquetFile(path).metadata.num_row_groups)
         assert groups[-1] == 1 or len(expected) > 3  # rows held until WRITE_ROWS, then one row group
     assert max(groups) > 1
+
+
+def test_a_frame_gets_one_write_task_per_fifty_thousand_row_events(spark, settings):
+    """Each write task is a Python worker round trip: a small frame is not spread over the job's partitions."""
+    from ticdc_lakehouse.merge.batch_write import BUCKET, EVENTS_PER_PARTITION, TableLayout, images
+    from ticdc_lakehouse.merge.changes import OP
+    from ticdc_lakehouse.merge.table_events import TABLE_INDEX
+
+    source = spark.createDataFrame([(0, 1, "I"), (1, 2, "U"), (1, 3, "D")], f"{TABLE_INDEX} int, id int, {OP} string")
+    layout = TableLayout("/tmp/unused/", (), ("id_bucket", "id", 4))
+    for row_events, tasks in ((3, 1), (EVENTS_PER_PARTITION, 1), (EVENTS_PER_PARTITION * 2 + 1, 3)):
+        frame = images(source, settings.catalog_name, ["id"], layout, row_events)
+        assert frame.rdd.getNumPartitions() == tasks, row_events
+    rows = images(source, settings.catalog_name, ["id"], layout, 3).collect()
+    assert sorted((r["id"], r[TABLE_INDEX], r[BUCKET]) for r in rows) == sorted(
+        (r[0], r[1], r[2]) for r in spark.sql(f"SELECT 1, 0, {settings.catalog_name}.system.bucket(4, 1) UNION ALL "
+                                              f"SELECT 2, 1, {settings.catalog_name}.system.bucket(4, 2)").collect())

@@ -172,3 +172,21 @@ def test_the_session_jvm_runs_with_the_driver_options(spark):
     arguments = list(spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
                      .getInputArguments())
     assert "-XX:TieredStopAtLevel=1" in arguments
+
+
+def test_a_local_session_interprets_its_stages_and_every_session_uses_the_worker_daemon(tmp_path):
+    """Local tasks run in the driver's short-lived JVM: no whole-stage code generation there (a cluster keeps
+    Spark's default, and ``spark.conf`` can turn it back on); every session's Python workers come from
+    ``runtime.python_daemon``."""
+    from ticdc_lakehouse.runtime.config import load_settings
+    from ticdc_lakehouse.runtime.spark_session import PYTHON_DAEMON_MODULE, spark_plan
+
+    env = {"LAKEHOUSE_HOME": str(tmp_path), "LAKEHOUSE_CONFIG": ""}
+    local = spark_plan(load_settings(env=env)).conf
+    assert local["spark.sql.codegen.wholeStage"] == "false"
+    cluster = spark_plan(load_settings(env={**env, "LAKEHOUSE_SPARK_MASTER": "spark://h:7077"})).conf
+    assert "spark.sql.codegen.wholeStage" not in cluster
+    assert local["spark.python.daemon.module"] == cluster["spark.python.daemon.module"] == PYTHON_DAEMON_MODULE
+    (tmp_path / "on.toml").write_text('[spark.conf]\n"spark.sql.codegen.wholeStage" = "true"\n')
+    chosen = spark_plan(load_settings(env={**env, "LAKEHOUSE_CONFIG": str(tmp_path / "on.toml")})).conf
+    assert chosen["spark.sql.codegen.wholeStage"] == "true"

@@ -100,10 +100,15 @@ def table_layout(ji, jtable) -> Optional[TableLayout]:
     return TableLayout(probe[: -len("probe")], tuple(columns), bucket, codec)
 
 
-def images(source, catalog: str, target_columns: Sequence[str], layout: TableLayout):
+def images(source, catalog: str, target_columns: Sequence[str], layout: TableLayout,
+           row_events: Optional[int] = None):
     """The rows a MERGE would insert into an empty table: the last image of every key whose last change is not a
     delete, every column of the table in its order, the Iceberg bucket of the row (``BUCKET``), and the
-    ``TABLE_INDEX`` of a several-table change set (``changes.tables_change_set``)."""
+    ``TABLE_INDEX`` of a several-table change set (``changes.tables_change_set``).
+
+    ``row_events``: the frame's row events in the run, when known: its rows go to one write task per
+    ``EVENTS_PER_PARTITION`` of them (each task a Python worker's round trip, about a fifth of a second: a
+    frame of 8,000 rows spread over the job's 4 partitions spent more on its tasks than on its files)."""
     from pyspark.sql import functions as F
 
     carried = [F.col(TABLE_INDEX)] if TABLE_INDEX in source.columns else []
@@ -114,7 +119,16 @@ def images(source, catalog: str, target_columns: Sequence[str], layout: TableLay
     # each (table, bucket) to one task, so to one file: the collapse spread every bucket over all its tasks
     # (a file per task and bucket: thousands of tiny files for a run of many small tables)
     spread = carried + ([F.col(BUCKET)] if layout.bucket is not None else [])
-    return rows.repartition(*spread) if spread else rows
+    if not spread:
+        return rows
+    if row_events is None:
+        return rows.repartition(*spread)
+    return rows.repartition(writer_tasks(row_events), *spread)
+
+
+def writer_tasks(row_events: int) -> int:
+    """The write tasks (shuffle partitions) for ``row_events`` row events: one per ``EVENTS_PER_PARTITION``."""
+    return max(1, -(-row_events // EVENTS_PER_PARTITION))
 
 
 def _local_path(location: str) -> str:
@@ -308,7 +322,7 @@ def write_files(frames: Sequence[tuple[Any, Sequence[TableLayout]]], row_events:
     partitions = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.adaptive.enabled", "false")
     if row_events is not None:
-        wanted = max(1, min(int(partitions), -(-row_events // EVENTS_PER_PARTITION)))
+        wanted = max(1, min(int(partitions), writer_tasks(row_events)))
         spark.conf.set("spark.sql.shuffle.partitions", str(wanted))
     try:
         rows = union.collect()

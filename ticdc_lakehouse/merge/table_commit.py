@@ -136,7 +136,9 @@ def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[
             ranges = [TableRange(plans[i].change.upstream_schema, plans[i].change.upstream_table,
                                  plans[i].change.lower, plans[i].change.upto_ts) for i in members]
             source = tables_change_set(events, ranges, target.columns, target.keys, first.always_sent)
-        frame = images(source, catalog, [c.name for c in target.columns], plans[members[0]].layout)
+        counts = [plans[i].change.row_events for i in members]
+        frame = images(source, catalog, [c.name for c in target.columns], plans[members[0]].layout,
+                       None if None in counts else sum(counts))
         return members, frame, [plans[i].layout for i in members]
 
     # each layout's plan is a chain of DataFrame calls the JVM analyses one by one (about half a second a

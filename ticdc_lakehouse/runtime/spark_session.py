@@ -142,6 +142,10 @@ class SparkPlan:
     secrets: dict[str, str] = field(default_factory=dict)
 
 
+#: ``spark.python.daemon.module``: see ``runtime.python_daemon``
+PYTHON_DAEMON_MODULE = "ticdc_lakehouse.runtime.python_daemon"
+
+
 def spark_plan(settings: Settings, app_name: Optional[str] = None) -> SparkPlan:
     """The session settings for this deployment; pure, so spark-submit and tests share it."""
     catalog = settings.catalog_name
@@ -201,11 +205,18 @@ def spark_plan(settings: Settings, app_name: Optional[str] = None) -> SparkPlan:
         # 4 lower-cases through ICU by default, a tenth of a many-table run's executor time; the JVM's own
         # mapping (the same Unicode default case mapping, with an ASCII fast path) is several times cheaper.
         "spark.sql.icu.caseMappings.enabled": "false",
+        # pyspark's worker daemon on a search path a task does not re-read (about 0.13 s a Python task saved)
+        "spark.python.daemon.module": PYTHON_DAEMON_MODULE,
     }
     if spark.master.startswith("local"):
         # A local session talks to itself only: stay on loopback whatever the host name resolves to.
         conf["spark.driver.host"] = "127.0.0.1"
         conf["spark.driver.bindAddress"] = "127.0.0.1"
+        # A local session's tasks run in the driver's JVM: short-lived and, by default, C1-only (above). Compiling
+        # each stage's generated Java with Janino cost more than the compiled stage saved. Measured, interleaved:
+        # a 275k-event backfill of four tables 17.5 s vs 18.7 s (the write job's plans: 2.0 s vs 2.9 s of driver
+        # time before the job), a 1M-event merge the same (25.4-26.8 s either way). Expressions are still compiled.
+        conf["spark.sql.codegen.wholeStage"] = "false"
     if uri.startswith("jdbc:sqlite:"):
         # Several connections of one JVM (and pyiceberg, and `lakehouse status` in another process) share the
         # file: wait for a lock instead of failing, and let readers run beside the writer.
