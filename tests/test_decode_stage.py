@@ -41,3 +41,39 @@ def test_a_task_decodes_every_record_in_bounded_batches_and_restores_the_collect
     assert all(b.schema == EVENT_ARROW_SCHEMA and b.num_rows <= 4096 + 2 for b in batches)
     kinds = [k for b in batches for k in b.column("kind").to_pylist()]
     assert kinds.count("row") == 5010 and kinds.count("resolved") == 2 and kinds.count("error") == 2
+
+
+def test_records_before_a_partitions_restart_offset_are_not_decoded_again():
+    run = decode_batches("open", DecoderOptions(), start_offsets={("k", 0): 7, ("other", 0): 10_000})
+    events = [e for b in run(iter([landed_batch(10)])) for e in b.to_pylist()]
+    assert sorted(e["offset"] for e in events if e["kind"] == "row") == [7, 8, 9]
+    assert [e["kind"] for e in events if e["offset"] >= 10] == ["resolved", "error"]
+
+
+def test_a_local_segment_is_shared_out_by_row_group_and_one_on_object_storage_whole(tmp_path):
+    import pyarrow.parquet as pq
+
+    from ticdc_lakehouse.landing.storage import ObjectPath
+    from ticdc_lakehouse.merge.decode_stage import SegmentPiece, read_pieces, segment_pieces
+
+    local = tmp_path / "0-30.parquet"
+    pq.write_table(pa.Table.from_batches([landed_batch(28)]), local, row_group_size=10)
+    remote = ObjectPath("bucket/landing/0-30.parquet")
+    pieces = segment_pieces([local, remote])
+    assert pieces == [SegmentPiece(local, (0,)), SegmentPiece(local, (1,)), SegmentPiece(local, (2,)),
+                      SegmentPiece(remote)]
+    numbers = pa.RecordBatch.from_pydict({"id": [2, 0, 1]})
+    offsets = [o for b in read_pieces(pieces, iter([numbers])) for o in b.column("offset").to_pylist()]
+    assert offsets == [*range(20, 30), *range(0, 20)]  # each task reads the row groups it got, whole
+
+
+def test_a_segment_a_task_cannot_read_is_named_in_its_error(tmp_path):
+    import pytest
+
+    from ticdc_lakehouse.landing.quarantine import UNREADABLE_SEGMENT
+    from ticdc_lakehouse.merge.decode_stage import SegmentPiece, read_pieces
+
+    broken = tmp_path / "0-10.parquet"
+    broken.write_bytes(b"PAR1 not a parquet file")
+    with pytest.raises(OSError, match=f"^{UNREADABLE_SEGMENT} {broken}: "):
+        list(read_pieces([SegmentPiece(broken)], iter([pa.RecordBatch.from_pydict({"id": [0]})])))

@@ -99,7 +99,7 @@ def test_a_truncated_segment_is_moved_aside_landed_again_and_merged(spark_sessio
     moved = result["merge"]["quarantined"] or []
     assert [(q["topic"], q["partition"], q["start"], q["end"]) for q in moved] == \
         [(topic, 0, bad.start, bad.end)]
-    reason = "unreadable Parquet file" if damage == "truncate" else "Spark could not read it: "
+    reason = "unreadable Parquet file" if damage == "truncate" else "could not read it: "
     assert reason in moved[0]["reason"] and "\n" not in moved[0]["reason"]
     assert Path(moved[0]["file"]).is_file() and bad.path.is_file()  # kept aside; the range landed again
     assert any(m.startswith("QUARANTINED landed segment") for m in messages)

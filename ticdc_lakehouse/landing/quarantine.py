@@ -199,8 +199,8 @@ def check_landed(landing_root: Location | str, changefeed: str, segments: Mappin
 
 
 class SegmentQuarantined(RuntimeError):
-    """Spark could not read a landed segment that looked whole (a damaged page, not a lost footer): the merge moved
-    it aside and committed nothing; the next landing run lands its offsets again."""
+    """A decode task could not read a landed segment that looked whole (a damaged page, not a lost footer): the
+    merge moved it aside and committed nothing; the next landing run lands its offsets again."""
 
     def __init__(self, entry: Quarantined) -> None:
         super().__init__(f"landed segment {entry}; nothing was committed: the next `lakehouse run` (or `lakehouse "
@@ -208,14 +208,23 @@ class SegmentQuarantined(RuntimeError):
         self.entry = entry
 
 
+#: how a decode task's error for a landed segment it cannot read begins, the segment's path after it
+#: (``merge.decode_stage.read_pieces``)
+UNREADABLE_SEGMENT = "cannot read landed segment"
+
 _JAVA_ERROR = re.compile(r"([\w.$]+(?:Exception|Error)): ([^\n]*)")
 
 
 def unreadable_segment_in(error_text: str, segments: Iterable[Segment]) -> Optional[tuple[Segment, str]]:
-    """The landed segment a Spark read error names, with the error's own line (not Spark's wrapper), if any."""
+    """The landed segment a failed decode names, with the reader's own words (not Spark's wrapper), if any."""
+    segments = list(segments)
+    for segment in segments:
+        marker = f"{UNREADABLE_SEGMENT} {segment.path}: "
+        if marker in error_text:
+            return segment, f"could not read it: {error_text.split(marker, 1)[1].splitlines()[0][:200]}"
     for segment in segments:
         if str(segment.path) in error_text:
             causes = [f"{kind.rsplit('.', 1)[-1]}: {text}" for kind, text in _JAVA_ERROR.findall(error_text)
                       if not kind.endswith(("SparkException", "Py4JJavaError"))]
-            return segment, f"Spark could not read it: {(causes or ['read failed'])[0][:200]}"
+            return segment, f"could not read it: {(causes or ['read failed'])[0][:200]}"
     return None
