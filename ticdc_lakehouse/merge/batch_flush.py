@@ -1,4 +1,4 @@
-"""The final flush's first step: every table whose lake copy holds no rows, written by one Spark job.
+"""The final flush's first step: every table whose lake copy holds no rows, written by a few Spark jobs.
 
 Why: see ``batch_write``. The run's other tables (rows already in the lake, keyless, only a watermark to move)
 keep the per-table flush (``engine.flush_concurrently``) after this step.
@@ -22,8 +22,8 @@ log = logging.getLogger(__name__)
 def flush_empty_tables(ctx, tables: list[tuple[str, str]], upto_ts: int, parallelism: int,
                        say: Optional[Callable[[str], None]] = None) -> list[tuple[str, str]]:
     """Apply, up to ``upto_ts``, the rows of every table of ``tables`` that holds none in the lake yet (see
-    ``table_commit.appendable``) with one write job and one commit per table; returns the tables left for the
-    per-table flush. When the job fails on a value a table cannot store, nothing is committed and every table is
+    ``table_commit.appendable``) with a few write jobs and one commit per table; returns the tables left for the
+    per-table flush. When a write job fails on a value a table cannot store, nothing is committed and every table is
     left to the per-table flush, which sets the value aside table by table."""
     with_rows = [name for name in tables if table_key(*name) in ctx.row_stats]
     if len(with_rows) < 2:
@@ -46,7 +46,7 @@ def flush_empty_tables(ctx, tables: list[tuple[str, str]], upto_ts: int, paralle
     except Exception as exc:
         if not is_invalid_value_failure(exc):
             raise
-        log.warning("writing %d table(s) in one job failed on a value (%s): applying them one by one",
+        log.warning("writing %d table(s) in write jobs failed on a value (%s): applying them one by one",
                     len(chosen), reason_of(exc))
         return tables
     seconds = time.monotonic() - started
@@ -57,5 +57,5 @@ def flush_empty_tables(ctx, tables: list[tuple[str, str]], upto_ts: int, paralle
             say(f"applied {result.table} ({number}/{len(results)}): {result.written:,} row(s) written, "
                 f"{result.removed:,} removed in {seconds / len(chosen):.1f} s")
         rows = sum(result.written for result in results)
-        say(f"applied {len(chosen)} table(s) new to the lake in one write job: {rows:,} row(s) in {seconds:.1f} s")
+        say(f"applied {len(chosen)} table(s) new to the lake by task-side writers: {rows:,} row(s) in {seconds:.1f} s")
     return [name for name in tables if name not in chosen]

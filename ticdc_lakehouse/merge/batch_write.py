@@ -1,4 +1,4 @@
-"""Many empty tables' changes written by one Spark job, each table committed by the driver in one snapshot.
+"""Many empty tables' changes written by a few Spark jobs, each table committed by the driver in one snapshot.
 
 Why: a backfill or a fresh changefeed creates its tables in the run, and most of them have a few changes. Applied
 one by one, each pays a MERGE's chain of Spark jobs and catalog commits (about a second), so a run's cost grew
@@ -10,14 +10,15 @@ would insert. So:
 1. per table, the typed images go through ``mapInArrow`` to a task-side writer that writes Parquet files with
    the table's Iceberg field ids, one per (task, partition bucket), into the table's data location, and returns
    one small row per file (table, path, bucket);
-2. the tables' file lists are unioned and run as one job: only file paths reach the driver, never rows;
+2. the frames' file lists are unioned into at most ``merge.parallel_tables`` jobs run side by side (see
+   ``table_commit.append_tables``): only file paths reach the driver, never rows;
 3. the driver commits each table's files in one append whose snapshot carries the watermark and the run's
    summary (see ``table_commit``), tables in parallel.
 
 The bucket of each row is Iceberg's own ``system.bucket`` function, evaluated by Spark, so files are split
 exactly as Iceberg partitions. A crash between the job and a table's commit leaves only unreferenced files
 (orphans, which ``lakehouse maintain`` removes); the rerun writes the table again, or skips it when its watermark
-already reached the cut. A value the table cannot store fails the job before any commit: the caller then applies
+already reached the cut. A value the table cannot store fails its job before any commit: the caller then applies
 each table the ordinary way, which sets the value aside (``value_checks``).
 """
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional, Sequence
 
@@ -298,15 +300,10 @@ def _parquet_schema(arrow_schema, layout: TableLayout):
     return pa.schema(fields)
 
 
-def write_files(frames: Sequence[tuple[Any, Sequence[TableLayout]]], row_events: Optional[int] = None
-                ) -> list[WrittenFile]:
-    """Write every frame of images (``images``; a frame holds the tables of its layouts) in one Spark job; the
-    files written, per table index (tables numbered across ``frames`` in order). Nothing is committed.
-
-    Adaptive execution is off for the job: it re-plans the whole union after each of its shuffle stages, which
-    grows with the square of the frames (measured: most of a 204-table run's driver time). Without it nothing
-    coalesces small shuffles, so the job's shuffles get one partition per ``EVENTS_PER_PARTITION`` of its
-    ``row_events`` (at most the session's ``spark.sql.shuffle.partitions``)."""
+def write_files(frames: Sequence[tuple[Any, Sequence[TableLayout]]]) -> list[WrittenFile]:
+    """Write every frame of images (``images``; a frame holds the tables of its layouts) in one Spark job, under
+    ``write_job_settings``; the files written, per table index (tables numbered across ``frames`` in order).
+    Nothing is committed."""
     if not frames:
         return []
     union = None
@@ -317,17 +314,26 @@ def write_files(frames: Sequence[tuple[Any, Sequence[TableLayout]]], row_events:
         files = positional.mapInArrow(file_writer(first, layouts, names), FILE_SCHEMA)
         union = files if union is None else union.unionAll(files)
         first += len(layouts)
-    spark = union.sparkSession
+    return [WrittenFile(int(r["table_index"]), str(r["path"]), None if r["bucket"] is None else int(r["bucket"]),
+                        int(r["rows"]), int(r["bytes"])) for r in union.collect()]
+
+
+@contextmanager
+def write_job_settings(spark, row_events: Optional[int]) -> Iterator[None]:
+    """The session's settings for the write jobs of a run, set once around all of them (they run side by side,
+    and these settings are the session's).
+
+    Adaptive execution is off: it re-plans a job's whole union after each of its shuffle stages, which grows
+    with the square of the frames (measured: most of a 204-table run's driver time). Without it nothing
+    coalesces small shuffles, so the shuffles get one partition per ``EVENTS_PER_PARTITION`` of the run's
+    ``row_events`` (at most the session's ``spark.sql.shuffle.partitions``)."""
     adaptive = spark.conf.get("spark.sql.adaptive.enabled")
     partitions = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.adaptive.enabled", "false")
     if row_events is not None:
-        wanted = max(1, min(int(partitions), writer_tasks(row_events)))
-        spark.conf.set("spark.sql.shuffle.partitions", str(wanted))
+        spark.conf.set("spark.sql.shuffle.partitions", str(max(1, min(int(partitions), writer_tasks(row_events)))))
     try:
-        rows = union.collect()
+        yield
     finally:
         spark.conf.set("spark.sql.adaptive.enabled", adaptive)
         spark.conf.set("spark.sql.shuffle.partitions", partitions)
-    return [WrittenFile(int(r["table_index"]), str(r["path"]), None if r["bucket"] is None else int(r["bucket"]),
-                        int(r["rows"]), int(r["bytes"])) for r in rows]

@@ -21,6 +21,7 @@ from ticdc_lakehouse.merge.batch_write import (
     images,
     table_layout,
     write_files,
+    write_job_settings,
 )
 from ticdc_lakehouse.merge.change_range import ChangeRange, FlushResult
 from ticdc_lakehouse.merge.changes import tables_change_set
@@ -121,8 +122,11 @@ def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[
     ``parallelism`` at a time. A failure of the write (a value a table cannot store) raises before any commit.
 
     Tables with the same layout (columns, keys, columns every change sent, partitioning) share one change set
-    (``changes.tables_change_set``): the driver plans one frame per layout, not one per table, and the frames
-    of up to ``FRAMES_PER_JOB`` layouts run as one Spark job."""
+    (``changes.tables_change_set``): the driver plans one frame per layout, not one per table. The frames are
+    shared out over at most ``parallelism`` Spark jobs (``FRAMES_PER_JOB`` at most each) that run side by side,
+    each planning its frames and submitting itself: the first job starts once its own frames are planned (each
+    layout's plan is a chain of DataFrame calls the JVM analyses one by one, about half a second), and the other
+    jobs' plans are analysed while it runs, instead of every plan before one job."""
     groups: dict[tuple, list[int]] = {}
     for index, plan in enumerate(plans):
         groups.setdefault(_shape(plan), []).append(index)
@@ -141,17 +145,22 @@ def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[
                        None if None in counts else sum(counts))
         return members, frame, [plans[i].layout for i in members]
 
-    # each layout's plan is a chain of DataFrame calls the JVM analyses one by one (about half a second a
-    # layout): planned ``parallelism`` at a time, the analyses of several layouts overlap
-    frames = map_at_most(frame_of, groups.values(), parallelism, "plan")
+    shares = list(groups.values())
+    per_job = min(FRAMES_PER_JOB, max(1, -(-len(shares) // max(1, parallelism))))
+
+    def write_job(job: list[list[int]]) -> list[tuple[int, WrittenFile]]:
+        frames = [frame_of(members) for members in job]
+        order = [index for members, _, _ in frames for index in members]
+        return [(order[file.table_index], file) for file in write_files([(f, layouts) for _, f, layouts in frames])]
+
+    counts = [plan.change.row_events for plan in plans]
     files: list[list[WrittenFile]] = [[] for _ in plans]
-    for start in range(0, len(frames), FRAMES_PER_JOB):
-        chunk = frames[start:start + FRAMES_PER_JOB]
-        order = [index for members, _, _ in chunk for index in members]
-        counts = [plans[i].change.row_events for members, _, _ in chunk for i in members]
-        total = None if any(count is None for count in counts) else sum(counts)
-        for file in write_files([(frame, layouts) for _, frame, layouts in chunk], total):
-            files[order[file.table_index]].append(file)
+    with write_job_settings(spark, None if None in counts else sum(counts)):
+        jobs = map_at_most(write_job, [shares[i:i + per_job] for i in range(0, len(shares), per_job)],
+                           parallelism, "write")
+    for job_files in jobs:
+        for index, file in job_files:
+            files[index].append(file)
     fault_point("merge.before_append_commits")
 
     def commit(index: int) -> FlushResult:
