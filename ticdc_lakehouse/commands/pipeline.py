@@ -77,8 +77,8 @@ def merge(settings: Settings, changefeed: Optional[str] = None, protocol: Option
 
 def _merge_or_moved(settings: Settings, changefeed: str, protocol: Optional[str], stop_ts: Optional[int],
                     progress: Progress, spark) -> dict[str, Any]:
-    """:func:`merge`; a landed segment a decode task could not read (moved aside by the merge) makes a result that says so
-    instead of an error, so the caller lands it again and merges once more."""
+    """:func:`merge`; a landed segment a decode task could not read (moved aside by the merge) makes a result that
+    says so instead of an error, so the caller lands it again and merges once more."""
     try:
         return merge(settings, changefeed, protocol, stop_ts, progress, spark)
     except SegmentQuarantined as exc:

@@ -109,8 +109,8 @@ def images(source, catalog: str, target_columns: Sequence[str], layout: TableLay
     ``TABLE_INDEX`` of a several-table change set (``changes.tables_change_set``).
 
     ``row_events``: the frame's row events in the run, when known: its rows go to one write task per
-    ``EVENTS_PER_PARTITION`` of them (each task a Python worker's round trip, about a fifth of a second: a
-    frame of 8,000 rows spread over the job's 4 partitions spent more on its tasks than on its files)."""
+    ``EVENTS_PER_PARTITION`` of them. Each task is a round trip to a Python worker: a frame of 8,000 rows spread
+    over the job's shuffle partitions spent more on its tasks than on its files."""
     from pyspark.sql import functions as F
 
     carried = [F.col(TABLE_INDEX)] if TABLE_INDEX in source.columns else []
