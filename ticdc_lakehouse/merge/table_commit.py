@@ -118,7 +118,7 @@ def commit_appends(ji: JavaIceberg, change: ChangeRange, snapshot_id: Optional[i
 
 def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[AppendPlan],
                   parallelism: int = 1) -> list[FlushResult]:
-    """Write the change ranges of tables that hold no rows (``plan_append``), then commit each table,
+    """Write the change ranges of tables that hold no rows (``plan_append``), then commit each table, twice
     ``parallelism`` at a time. A failure of the write (a value a table cannot store) raises before any commit.
 
     Tables with the same layout (columns, keys, columns every change sent, partitioning) share one change set
@@ -166,7 +166,9 @@ def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[
     def commit(index: int) -> FlushResult:
         return commit_appends(ji, plans[index].change, plans[index].snapshot_id, files[index])
 
-    return map_at_most(commit, range(len(plans)), parallelism, "commit")
+    # a commit waits on its files and the catalog database more than on a core: twice as many at once (204 new
+    # tables, 20k transactions, interleaved: 19.4 / 18.6 s vs 19.9 / 19.8 s); one at a time stays one at a time
+    return map_at_most(commit, range(len(plans)), parallelism * 2 if parallelism > 1 else 1, "commit")
 
 
 def _shape(plan: AppendPlan) -> tuple:
