@@ -15,7 +15,6 @@ landed again.
 from __future__ import annotations
 
 import json
-import re
 import time
 from dataclasses import asdict, dataclass, replace
 from typing import Iterable, Mapping, Optional, Sequence
@@ -212,19 +211,12 @@ class SegmentQuarantined(RuntimeError):
 #: (``merge.decode_stage.read_pieces``)
 UNREADABLE_SEGMENT = "cannot read landed segment"
 
-_JAVA_ERROR = re.compile(r"([\w.$]+(?:Exception|Error)): ([^\n]*)")
-
 
 def unreadable_segment_in(error_text: str, segments: Iterable[Segment]) -> Optional[tuple[Segment, str]]:
-    """The landed segment a failed decode names, with the reader's own words (not Spark's wrapper), if any."""
-    segments = list(segments)
+    """The landed segment a failed decode could not read (``merge.decode_stage.read_pieces`` names it), with the
+    reader's own words (not Spark's wrapper), if any."""
     for segment in segments:
         marker = f"{UNREADABLE_SEGMENT} {segment.path}: "
         if marker in error_text:
             return segment, f"could not read it: {error_text.split(marker, 1)[1].splitlines()[0][:200]}"
-    for segment in segments:
-        if str(segment.path) in error_text:
-            causes = [f"{kind.rsplit('.', 1)[-1]}: {text}" for kind, text in _JAVA_ERROR.findall(error_text)
-                      if not kind.endswith(("SparkException", "Py4JJavaError"))]
-            return segment, f"could not read it: {(causes or ['read failed'])[0][:200]}"
     return None
