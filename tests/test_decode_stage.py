@@ -53,15 +53,20 @@ def test_records_before_a_partitions_restart_offset_are_not_decoded_again():
 def test_a_local_segment_is_shared_out_by_row_group_and_one_on_object_storage_whole(tmp_path):
     import pyarrow.parquet as pq
 
+    from ticdc_lakehouse.landing.quarantine import segment_problem
+    from ticdc_lakehouse.landing.segments import Segment
     from ticdc_lakehouse.landing.storage import ObjectPath
     from ticdc_lakehouse.merge.decode_stage import SegmentPiece, read_pieces, segment_pieces
 
     local = tmp_path / "0-30.parquet"
     pq.write_table(pa.Table.from_batches([landed_batch(28)]), local, row_group_size=10)
     remote = ObjectPath("bucket/landing/0-30.parquet")
-    pieces = segment_pieces([local, remote])
+    counted: dict[str, int] = {}  # as the landing check counts them, reading each footer once
+    assert segment_problem(Segment("k", 0, 0, 30, local), counted) is None
+    pieces = segment_pieces([local, remote], counted)
     assert pieces == [SegmentPiece(local, (0,)), SegmentPiece(local, (1,)), SegmentPiece(local, (2,)),
                       SegmentPiece(remote)]
+    assert segment_pieces([local], {}) == [SegmentPiece(local)]  # not counted: read whole
     numbers = pa.RecordBatch.from_pydict({"id": [2, 0, 1]})
     offsets = [o for b in read_pieces(pieces, iter([numbers])) for o in b.column("offset").to_pylist()]
     assert offsets == [*range(20, 30), *range(0, 20)]  # each task reads the row groups it got, whole

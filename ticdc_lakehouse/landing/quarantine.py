@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Iterable, Mapping, Optional, Sequence
 
 import pyarrow.parquet as pq
@@ -48,8 +48,9 @@ class Quarantined:
         return f"{self.topic}/{self.partition} offsets [{self.start}, {self.end}): {self.reason}; moved to {self.file}"
 
 
-def segment_problem(segment: Segment) -> Optional[str]:
-    """Why the landed file cannot be what its name says, None when it looks whole (reads only its footer)."""
+def segment_problem(segment: Segment, row_groups: Optional[dict[str, int]] = None) -> Optional[str]:
+    """Why the landed file cannot be what its name says, None when it looks whole (reads only its footer).
+    ``row_groups``: where a whole file's row group count is noted, by ``str(path)``."""
     storage = storage_of(segment.path)
     try:
         metadata = pq.ParquetFile(storage.open_input(segment.path)).metadata
@@ -71,6 +72,8 @@ def segment_problem(segment: Segment) -> Optional[str]:
         stats = chunk.statistics
         if stats is not None and stats.has_min_max and not (segment.start <= stats.min and stats.max < segment.end):
             return f"offsets {stats.min}..{stats.max} outside the file's range [{segment.start}, {segment.end})"
+    if row_groups is not None:
+        row_groups[str(segment.path)] = metadata.num_row_groups
     return None
 
 
@@ -140,6 +143,9 @@ class LandedCheck:
     segments: dict[PartitionKey, list[Segment]]
     quarantined: list[Quarantined]  # moved aside by this check
     missing: dict[PartitionKey, list[tuple[int, int]]]  # what the merge waits for, per partition
+    #: the row groups of each segment whose footer the check read, by ``str(path)``: the decode shares the
+    #: segments out by row group without reading their footers again
+    row_groups: dict[str, int] = field(default_factory=dict)
 
 
 def quarantined_ranges(landing_root: Location | str, changefeed: str) -> dict[PartitionKey, list[tuple[int, int]]]:
@@ -176,10 +182,11 @@ def check_landed(landing_root: Location | str, changefeed: str, segments: Mappin
     ones, and cut each partition at its first missing range."""
     moved: list[Quarantined] = []
     kept: dict[PartitionKey, list[Segment]] = {}
+    row_groups: dict[str, int] = {}
     for key, items in segments.items():
         kept[key] = []
         for segment in items:
-            problem = segment_problem(segment) if segment.end > restart.get(key, 0) else None
+            problem = segment_problem(segment, row_groups) if segment.end > restart.get(key, 0) else None
             if problem is None:
                 kept[key].append(segment)
             else:
@@ -194,7 +201,7 @@ def check_landed(landing_root: Location | str, changefeed: str, segments: Mappin
         prefix = readable_prefix(kept.get(key, []), gaps)
         if prefix:
             result[key] = prefix
-    return LandedCheck(result, moved, missing)
+    return LandedCheck(result, moved, missing, row_groups)
 
 
 class SegmentQuarantined(RuntimeError):

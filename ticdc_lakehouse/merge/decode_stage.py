@@ -5,8 +5,8 @@ them there (``mapInArrow`` over piece numbers): no message passes through the dr
 its way to the decoder. Spark's own Parquet reader would assemble every record into a JVM row and convert it back
 to Arrow for the worker (measured: 0.7 s of a warm JVM for 110 MB of messages, pyarrow 0.25 s), and for S3 it
 would need Hadoop's S3A connector beside the S3FileIO the warehouse uses. Local segments are split by row group
-(the footers are read on the driver), so tasks get even shares; segments on object storage are read whole (a
-footer there is a request). Each task builds its decoder once, streams record batches, and folds the planner's
+(counted by the landing check, which reads every footer before a merge), so tasks get even shares; segments on
+object storage are read whole (each task reading a row group would read the footer again: a request). Each task builds its decoder once, streams record batches, and folds the planner's
 aggregates over its events on the way (``staged_stats``), handed over by an accumulator.
 """
 
@@ -102,18 +102,13 @@ class SegmentPiece:
     row_groups: Optional[tuple[int, ...]] = None  # None: the whole file
 
 
-def segment_pieces(paths: Sequence[Location]) -> list[SegmentPiece]:
-    """The pieces the decode tasks share: a local segment one per row group (its footer read here), a segment on
-    object storage whole."""
+def segment_pieces(paths: Sequence[Location], row_groups: Mapping[str, int]) -> list[SegmentPiece]:
+    """The pieces the decode tasks share: a local segment one per row group (``row_groups``: the counts the
+    landing check read from the footers, by ``str(path)``), a segment on object storage or of unknown row groups
+    whole."""
     pieces: list[SegmentPiece] = []
     for path in paths:
-        if isinstance(path, ObjectPath):
-            pieces.append(SegmentPiece(path))
-            continue
-        try:
-            groups = pq.ParquetFile(path).metadata.num_row_groups
-        except Exception:  # noqa: BLE001 - its task reads it whole and names it when it fails
-            groups = 0
+        groups = 0 if isinstance(path, ObjectPath) else row_groups.get(str(path), 0)
         pieces.extend([SegmentPiece(path, (group,)) for group in range(groups)] if groups else [SegmentPiece(path)])
     return pieces
 
@@ -134,10 +129,11 @@ def read_pieces(pieces: Sequence[SegmentPiece], numbers: Iterator[pa.RecordBatch
 
 
 def decode_landed(spark, paths: list[Location], start_offsets: Mapping[tuple[str, int], int], protocol: str,
-                  options: DecoderOptions, stats: Optional[Accumulator] = None):
+                  options: DecoderOptions, stats: Optional[Accumulator] = None,
+                  row_groups: Optional[Mapping[str, int]] = None):
     """Landed segments -> decoded event DataFrame with ``EVENT_SPARK_SCHEMA`` (see the module doc): the records at
-    or after each partition's restart offset, never collected."""
-    pieces = segment_pieces(paths)
+    or after each partition's restart offset, never collected. ``row_groups``: see ``segment_pieces``."""
+    pieces = segment_pieces(paths, row_groups or {})
     decode = decode_batches(protocol, options, stats, start_offsets)
 
     def run(numbers: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

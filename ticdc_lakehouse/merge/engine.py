@@ -122,7 +122,7 @@ def run_merge(
         # Decoded once in the executors and kept there (spilling to disk) for every later pass: the stats, the
         # DDL list, one MERGE per table and barrier. Nothing of it goes through the driver.
         collected = stats_accumulator(spark)
-        events = decode_landed(spark, paths, start, protocol, options, collected)
+        events = decode_landed(spark, paths, start, protocol, options, collected, landed.row_groups)
         if protocol in PROTOCOLS_WITH_MISSING_TS:
             # with resolved events, a ts at or below the cut would read as applied: the first ts above it
             events = fill_made_up_ts(events, checkpoint.resolved_ts + 1 if resolved_mode else 0)
