@@ -331,7 +331,7 @@ def write_job_settings(spark, row_events: Optional[int]) -> Iterator[None]:
     partitions = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.adaptive.enabled", "false")
     if row_events is not None:
-        spark.conf.set("spark.sql.shuffle.partitions", str(max(1, min(int(partitions), writer_tasks(row_events)))))
+        spark.conf.set("spark.sql.shuffle.partitions", str(min(int(partitions), writer_tasks(row_events))))
     try:
         yield
     finally:

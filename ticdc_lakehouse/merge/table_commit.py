@@ -131,6 +131,11 @@ def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[
     for index, plan in enumerate(plans):
         groups.setdefault(_shape(plan), []).append(index)
 
+    def row_events(indexes: Sequence[int]) -> Optional[int]:
+        """The row events of these tables in the run, None when one of them is not known."""
+        counts = [plans[i].change.row_events for i in indexes]
+        return None if None in counts else sum(counts)
+
     def frame_of(members: list[int]) -> tuple[list[int], Any, list[TableLayout]]:
         first = plans[members[0]].change
         target = first.target
@@ -140,9 +145,8 @@ def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[
             ranges = [TableRange(plans[i].change.upstream_schema, plans[i].change.upstream_table,
                                  plans[i].change.lower, plans[i].change.upto_ts) for i in members]
             source = tables_change_set(events, ranges, target.columns, target.keys, first.always_sent)
-        counts = [plans[i].change.row_events for i in members]
         frame = images(source, catalog, [c.name for c in target.columns], plans[members[0]].layout,
-                       None if None in counts else sum(counts))
+                       row_events(members))
         return members, frame, [plans[i].layout for i in members]
 
     shares = list(groups.values())
@@ -153,9 +157,8 @@ def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[
         order = [index for members, _, _ in frames for index in members]
         return [(order[file.table_index], file) for file in write_files([(f, layouts) for _, f, layouts in frames])]
 
-    counts = [plan.change.row_events for plan in plans]
     files: list[list[WrittenFile]] = [[] for _ in plans]
-    with write_job_settings(spark, None if None in counts else sum(counts)):
+    with write_job_settings(spark, row_events(range(len(plans)))):
         jobs = map_at_most(write_job, [shares[i:i + per_job] for i in range(0, len(shares), per_job)],
                            parallelism, "write")
     for job_files in jobs:

@@ -153,9 +153,10 @@ def spark_plan(settings: Settings, app_name: Optional[str] = None) -> SparkPlan:
     required = jdbc_driver_jar(uri)
     # every installed catalog driver, so one session can also open a second deployment's catalog
     others = [p for p in (_first_existing(SQLITE_JARS), _first_existing(POSTGRES_JARS)) if p and p != required]
+    local = settings.spark.master.startswith("local")  # driver and executors in this one JVM
     # a local session only: there the jar is on the driver JVM's class path, where Hadoop looks up file system
     # classes; a cluster's warehouse is on object storage or HDFS
-    local_fs = local_fs_jar() if settings.spark.master.startswith("local") else None
+    local_fs = local_fs_jar() if local else None
     jars = (str(iceberg_runtime_jar()), str(iceberg_aws_jar()), str(required), *map(str, others),
             *([str(local_fs)] if local_fs is not None else []))
     spark = settings.spark
@@ -208,7 +209,7 @@ def spark_plan(settings: Settings, app_name: Optional[str] = None) -> SparkPlan:
         # pyspark's worker daemon on a search path a task does not re-read (about 0.13 s a Python task saved)
         "spark.python.daemon.module": PYTHON_DAEMON_MODULE,
     }
-    if spark.master.startswith("local"):
+    if local:
         # A local session talks to itself only: stay on loopback whatever the host name resolves to.
         conf["spark.driver.host"] = "127.0.0.1"
         conf["spark.driver.bindAddress"] = "127.0.0.1"
