@@ -276,10 +276,11 @@ class JavaIceberg:
         return builder.build()
 
     def string_map(self, values: Mapping[str, Any]):
-        result = self.java("java.util.HashMap")()
-        for key, value in values.items():
-            result.put(str(key), str(value))
-        return result
+        """A Java ``Map<String, String>`` of ``values``, built from their JSON in two gateway calls instead of one
+        per entry (a table's properties: a dozen entries, for each of hundreds of tables a run creates)."""
+        util = self.java("org.apache.iceberg.util.JsonUtil")
+        node = util.mapper().readTree(json.dumps({"map": {str(k): str(v) for k, v in values.items()}}))
+        return util.getStringMap("map", node)
 
     def create_table(self, namespace: str, table: str, schema, spec, properties: Mapping[str, str],
                      summary: Mapping[str, str], staged: bool = False) -> None:
