@@ -224,6 +224,36 @@ def test_a_write_task_gives_each_table_and_bucket_one_file_with_exactly_its_rows
     assert max(groups) > 1
 
 
+def test_a_small_file_written_whole_is_not_compressed_and_the_others_take_the_tables_codec(tmp_path, monkeypatch):
+    """Files of fewer than ``SMALL_FILE_ROWS`` rows written whole at the end of the task skip compression (its
+    per-column setup was half of such a file's cost); larger files, and files opened before the task's end, are
+    compressed with the table's codec. Either way the file holds exactly its rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ticdc_lakehouse.merge import batch_write
+    from ticdc_lakehouse.merge.batch_write import BUCKET, ArrowColumn, TableLayout, file_writer
+    from ticdc_lakehouse.merge.table_events import TABLE_INDEX
+
+    monkeypatch.setattr(batch_write, "SMALL_FILE_ROWS", 10)
+    columns = (ArrowColumn("id", 1, True), ArrowColumn("v", 2, False))
+    layouts = [TableLayout(f"file:{tmp_path}/t{t}/data/", columns, None, "zstd") for t in range(2)]
+    rows = [(i, f"v{i}", 0 if i < 4 else 1) for i in range(30)]  # table 0: 4 rows, table 1: 26
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array([r[0] for r in rows], pa.int64()), pa.array([r[1] for r in rows]),
+         pa.array([r[2] for r in rows], pa.int32())], names=["_c0", "_c1", "_c2"])
+
+    files = pa.Table.from_batches(list(file_writer(0, layouts, ["id", "v", TABLE_INDEX])(iter([batch])))).to_pylist()
+
+    codecs = {}
+    for file in files:
+        path = file["path"][len("file:"):]
+        assert pq.read_table(path)["id"].to_pylist() == [r[0] for r in rows if r[2] == file["table_index"]]
+        codecs[file["table_index"]] = pq.ParquetFile(path).metadata.row_group(0).column(0).compression
+    assert codecs == {0: "UNCOMPRESSED", 1: "ZSTD"}
+    assert BUCKET not in pq.read_table(files[0]["path"][len("file:"):]).column_names
+
+
 def test_a_frame_gets_one_write_task_per_fifty_thousand_row_events(spark, settings):
     """Each write task is a Python worker round trip: a small frame is not spread over the job's partitions."""
     from ticdc_lakehouse.merge.batch_write import BUCKET, EVENTS_PER_PARTITION, TableLayout, images
