@@ -11,12 +11,16 @@ fresh Iceberg tables, also in a fresh process (JVM start included). Printed, in 
   * many tables:  the same transactions with the same DDL over 204 tables / over 4 tables  (target <= 1.5x)
   * throughput:   the 4-table run with DDL, events/s end to end                (target >= 25k/s at 275k events)
   * driver memory: peak RSS of the backfill's driver (its Python process + JVM), 4 vs 204 tables (flat in N)
+  * steady state (``--steady``, no target): the same transactions without DDL in two halves; the first half is
+                  backfilled, then the second half's run is timed: an incremental run into tables that hold
+                  rows (a MERGE per table), over 204 tables / over 4 tables
 
 The three cases share their transactions' shape: T transactions of 1-4 row changes (an insert, update, delete
 or primary-key change each; 2.75 row events a transaction on average: T = 100,000 gives the issue's 275k row
 events). Generating the workloads is not timed.
 
-Usage: .venv/bin/python bench/tables.py [--quick] [--transactions 100000] [--many-tables 204] [--workdir DIR]
+Usage: .venv/bin/python bench/tables.py [--quick] [--transactions 100000] [--many-tables 204] [--steady]
+       [--workdir DIR]
 Settings come from the defaults and ``LAKEHOUSE__SECTION__KEY`` environment variables.
 """
 
@@ -71,9 +75,11 @@ class Measured:
     append: Timing
 
 
-def generate(case: Case, directory: Path, seed: int = 24) -> tuple[int, int]:
+def generate(case: Case, directory: Path, seed: int = 24, halves: bool = False) -> tuple[int, int]:
     """Write the case's archived topic under ``directory/archive`` and its final rows (strings) and lake types
-    under ``directory/final``; returns (row events, final rows)."""
+    under ``directory/final``; returns (row events, final rows). ``halves``: also the topic as it stood after
+    half the transactions, under ``directory/first_half`` (the same records, fewer of them); the row events are
+    then the second half's (what the timed incremental run reads)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -87,7 +93,12 @@ def generate(case: Case, directory: Path, seed: int = 24) -> tuple[int, int]:
     workload.create_sample_tables(case.tables - creates)
     workload.resolve(final=True)
     ddl_at = {(k + 1) * case.transactions // (len(case.ddl) + 1): kind for k, kind in enumerate(case.ddl)}
+    first: dict[int, list] = {}
     for i in range(case.transactions):
+        if halves and i == case.transactions // 2:
+            workload.resolve(final=True)
+            first = encode_partitions(workload.new_events(), "open", max_batch_size=TICDC_BATCH)
+            write_archive(directory / "first_half", TOPIC, first, records_per_batch=50, batches_per_segment=200)
         workload.transaction(workload.rng.randint(1, 4))
         if i in ddl_at:
             workload.scripted_ddl(ddl_at[i])
@@ -97,6 +108,7 @@ def generate(case: Case, directory: Path, seed: int = 24) -> tuple[int, int]:
     events = workload.new_events()
     row_events = sum(isinstance(e, RowChange) for items in events.values() for e in items)
     records = encode_partitions(events, "open", max_batch_size=TICDC_BATCH)
+    records = {p: [*first.get(p, []), *records.get(p, [])] for p in sorted(set(first) | set(records))}
     write_archive(directory / "archive", TOPIC, records, records_per_batch=50, batches_per_segment=200)
     final = directory / "final"
     final.mkdir(parents=True, exist_ok=True)
@@ -188,6 +200,35 @@ def measure(case: Case, workdir: Path) -> Measured:
     return Measured(case, row_events, final_rows, backfill, append)
 
 
+@dataclass(frozen=True)
+class Steady:
+    """An incremental run: the second half of a case's transactions into tables that hold the first half."""
+
+    case: Case
+    row_events: int
+    run: Timing
+
+
+def measure_steady(case: Case, workdir: Path) -> Steady:
+    """Backfill the first half (not timed), then time the run that lands and merges the second half; the lake
+    must then hold the case's final rows."""
+    directory = workdir / case.name
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    row_events, _ = generate(case, directory, halves=True)
+    config = directory / "lakehouse.toml"
+    config.write_text("")
+    env = deployment(directory / "lake", config)
+    command = [sys.executable, "-m", "ticdc_lakehouse.commands.cli", "backfill", "--protocol", "open", "--format",
+               "json", "--archive"]
+    timed([*command, str(directory / "first_half")], env, directory / "first_half.log")
+    check_backfill(directory / "first_half.log")
+    run = timed([*command, str(directory / "archive")], env, directory / "backfill.log")
+    check_backfill(directory / "backfill.log")
+    verify(directory)
+    return Steady(case, row_events, run)
+
+
 def check_backfill(log: Path) -> None:
     """The backfill's JSON report says ok (a failed merge is no figure)."""
     text = log.read_text()
@@ -253,11 +294,23 @@ def report(results: dict[str, Measured], many_tables: int) -> str:
     return "\n".join(lines)
 
 
+def steady_report(few: Steady, many: Steady) -> str:
+    half = few.case.transactions // 2
+    return "\n".join([
+        f"steady state, second run of {half:,} txns into tables holding the first half (no target):",
+        f"  {few.case.tables} tables:   {few.run.seconds:7.1f} s {few.row_events / few.run.seconds:>9,.0f} events/s",
+        f"  {many.case.tables} tables: {many.run.seconds:7.1f} s {many.row_events / many.run.seconds:>9,.0f} events/s"
+        f"   ratio {many.run.seconds / few.run.seconds:.2f}x (a MERGE per table with changes)",
+    ])
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="tiny sizes (300 transactions, 12 tables)")
     parser.add_argument("--transactions", type=int, default=100_000)
     parser.add_argument("--many-tables", type=int, default=204)
+    parser.add_argument("--steady", action="store_true",
+                        help="also time an incremental run into tables that hold rows (4 and --many-tables tables)")
     parser.add_argument("--workdir", default=None, help="kept when given (else a temporary directory, removed)")
     parser.add_argument("--append", default=None, help=argparse.SUPPRESS)  # the baseline's own process
     args = parser.parse_args(argv)
@@ -274,6 +327,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"  {name}: {m.row_events:,} row events, {m.final_rows:,} final rows, backfill "
               f"{m.backfill.seconds:.1f} s, plain append {m.append.seconds:.1f} s", flush=True)
     print(report(results, many_tables))
+    if args.steady:
+        steady = [measure_steady(Case(f"steady_{tables}", transactions, tables, ()), workdir)
+                  for tables in (4, many_tables)]
+        print(steady_report(*steady))
     if not args.workdir:
         shutil.rmtree(workdir, ignore_errors=True)
     return 0
