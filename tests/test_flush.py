@@ -42,7 +42,8 @@ def row(ts, op, values):
 def test_full_images_are_staged_on_a_branch_and_main_moves_once(spark, tmp_path, write_mode):
     from ticdc_lakehouse.runtime.config import load_settings
 
-    (tmp_path / "none.toml").write_text(f'[merge]\nwrite_mode = "{write_mode}"\n')  # the fixture's config file
+    # the fixture's config file; a table of a few rows staged all the same
+    (tmp_path / "none.toml").write_text(f'[merge]\nwrite_mode = "{write_mode}"\nstaged_min_rows = 0\n')
     settings = load_settings()
     first = [
         *create_app_table(AT),
@@ -83,7 +84,11 @@ def test_full_images_are_staged_on_a_branch_and_main_moves_once(spark, tmp_path,
 
 
 @pytest.mark.spark
-def test_a_change_set_of_only_deletes_is_staged_with_its_watermark(spark, settings, tmp_path):
+def test_a_change_set_of_only_deletes_is_staged_with_its_watermark(spark, tmp_path):
+    from ticdc_lakehouse.runtime.config import load_settings
+
+    (tmp_path / "none.toml").write_text("[merge]\nstaged_min_rows = 0\n")  # the fixture's config file
+    settings = load_settings()
     first = [*create_app_table(AT), row(110, INSERT, {"id": "1", "v": "a", "w": "b"}),
              row(111, INSERT, {"id": "2", "v": "c", "w": "d"}), ResolvedEvent(200, AT)]
     second = [row(210, DELETE, {"id": "1"}), ResolvedEvent(300, AT)]
@@ -94,3 +99,27 @@ def test_a_change_set_of_only_deletes_is_staged_with_its_watermark(spark, settin
                             "JOIN app.a.snapshots s ON h.snapshot_id = s.snapshot_id ORDER BY h.made_current_at")
     # main moved once, to a snapshot carrying the watermark (none was appended: it is an empty marker)
     assert [h["ts"] for h in head[-2:]] == ["200", "300"]
+
+
+@pytest.mark.spark
+def test_a_small_table_takes_one_merge_and_drops_a_stale_staging_branch(spark, settings, tmp_path):
+    """A table holding fewer than ``merge.staged_min_rows`` rows (by default) takes a MERGE although its changes
+    could be staged: one snapshot on main, with the watermark; a staging branch a crashed run left is dropped all
+    the same."""
+    assert settings.merge.staged_min_rows > 3
+    first = [*create_app_table(AT), row(110, INSERT, {"id": "1", "v": "a", "w": "b"}),
+             row(111, INSERT, {"id": "2", "v": "c", "w": "d"}), row(112, INSERT, {"id": "3", "v": "e", "w": "f"}),
+             ResolvedEvent(200, AT)]
+    second = [row(210, UPDATE, {"id": "1", "v": "a2", "w": "b2"}), row(211, DELETE, {"id": "2"}),
+              row(212, INSERT, {"id": "4", "v": "g", "w": "h"}), ResolvedEvent(300, AT)]
+    archive = tmp_path / "archive"
+    backfill_open_protocol_runs(spark, settings, archive, first)
+    spark.sql("ALTER TABLE app.a CREATE BRANCH lakehouse_stage_crashed")
+    backfill_open_protocol_runs(spark, settings, archive, second)
+    assert lake_rows(spark, "SELECT * FROM app.a ORDER BY id") == [
+        {"id": 1, "v": "a2", "w": "b2"}, {"id": 3, "v": "e", "w": "f"}, {"id": 4, "v": "g", "w": "h"}]
+    assert [r["name"] for r in lake_rows(spark, "SELECT name FROM app.a.refs WHERE type = 'BRANCH'")] == ["main"]
+    last = lake_rows(spark, "SELECT parent_id FROM app.a.snapshots WHERE summary['tidb.resolved-ts'] = '300'")
+    parent = lake_rows(spark, "SELECT summary['tidb.resolved-ts'] AS ts FROM app.a.snapshots "
+                              f"WHERE snapshot_id = {last[0]['parent_id']}")
+    assert parent == [{"ts": "200"}]  # one MERGE snapshot on top of the first run's: no staged delete between

@@ -7,10 +7,10 @@ Two ways to apply a change set (the last change of each key):
 
 * ``MERGE INTO`` (the general way): an outer join of the table with the change set, so every row of the table is
   read and shuffled to meet its change, whatever the number of changes.
-* the staged way, when every change carries every column (so no update needs a value from the table): on a
-  staging branch, delete the rows of every changed key (the change set's keys are broadcast: the table is only
-  scanned, not shuffled), append the new images, then fast-forward ``main`` to the branch in one atomic catalog
-  commit, watermark included. Readers never see the deletes without the appends; a crash before the
+* the staged way, when every change carries every column (so no update needs a value from the table) and the
+  table holds at least ``merge.staged_min_rows`` rows: on a staging branch, delete the rows of every changed key
+  (the change set's keys are broadcast: the table is only scanned, not shuffled), append the new images, then
+  fast-forward ``main`` to the branch in one atomic catalog commit, watermark included. Readers never see the deletes without the appends; a crash before the
   fast-forward leaves ``main`` untouched, and the next run drops the stale branch and starts again. It costs half
   a MERGE on a table of millions of rows. The broadcast keys pass through the driver, so only change sets of at
   most ``STAGED_MAX_EVENTS`` row events take it.
@@ -19,6 +19,7 @@ Two ways to apply a change set (the last change of each key):
 from __future__ import annotations
 
 import itertools
+import re
 import uuid
 from typing import Mapping, Optional
 
@@ -101,6 +102,37 @@ def can_stage(target: TargetTable, always_sent: Optional[frozenset[str]], row_ev
     return not partial_positions(target.columns, target.keys, always_sent)
 
 
+_STAGING_REF = re.compile(r"(?:^\{|, )(" + re.escape(STAGING_BRANCH_PREFIX) + r"[0-9a-z_]+)=")
+
+
+def stale_branches(jtable) -> list[str]:
+    """The staging branches of the table (runs that crashed before their fast-forward left them), read from the
+    refs' text in one gateway call: a table has a tag per cut, hundreds after a while, and listing them one by
+    one cost a round trip each."""
+    found = _STAGING_REF.findall(str(jtable.refs().toString()))
+    refs = jtable.refs()
+    return [name for name in found if refs.get(name) is not None and refs.get(name).isBranch()]
+
+
+def drop_stale_branches(jtable) -> None:
+    """Remove the table's stale staging branches (one commit, none when there are none): a table that now takes
+    a MERGE would keep them, and the snapshots they hold, for good."""
+    stale = stale_branches(jtable)
+    if stale:
+        manage = jtable.manageSnapshots()
+        for name in stale:
+            manage = manage.removeBranch(name)
+        manage.commit()
+
+
+def table_records(snapshot) -> int:
+    """The rows in a snapshot's data files (its summary's ``total-records``; deleted rows still count), 0 for
+    none: what a MERGE reads of the table."""
+    if snapshot is None:
+        return 0
+    return int(snapshot.summary().get("total-records") or 0)
+
+
 def _branch_head(jtable, branch: str):
     ref = jtable.refs().get(branch)
     return jtable.snapshot(ref.snapshotId()) if ref is not None else None
@@ -121,9 +153,8 @@ def apply_staged(spark, ji: JavaIceberg, catalog: str, target: TargetTable, sour
     if head is None:
         return False
     manage = jtable.manageSnapshots()
-    for name in list(jtable.refs().keySet()):
-        if str(name).startswith(STAGING_BRANCH_PREFIX):
-            manage = manage.removeBranch(name)  # left by a run that crashed before its fast-forward
+    for name in stale_branches(jtable):
+        manage = manage.removeBranch(name)  # left by a run that crashed before its fast-forward
     branch = STAGING_BRANCH_PREFIX + uuid.uuid4().hex[:12]
     manage.createBranch(branch, head.snapshotId()).commit()
     staged = f"{qualified(catalog, target.namespace, target.name)}.{quote('branch_' + branch)}"
@@ -167,24 +198,31 @@ def _apply_keyless(spark, ji: JavaIceberg, catalog: str, events, upstream_schema
         raise RuntimeError(f"{target.namespace}.{target.name} has no snapshot to apply its changes to")
 
 
-def flush_table(spark, ji: JavaIceberg, catalog: str, events, change: ChangeRange,
+def flush_table(spark, ji: JavaIceberg, catalog: str, events, change: ChangeRange, staged_min_rows: int,
                 parallelism: int = 1) -> FlushResult:
     """Apply the table's row events in ``change``'s range and record its ``upto_ts`` as the watermark.
 
     A table whose lake copy holds no rows takes the append path (``table_commit``: one Spark job, one commit);
-    others a MERGE or the staged apply; keyless tables ``merge.keyless``."""
+    others a MERGE or the staged apply; keyless tables ``merge.keyless``.
+
+    ``staged_min_rows`` (``merge.staged_min_rows``): a table holding fewer rows (its snapshot's ``total-records``)
+    takes a MERGE even when it could be staged. The staged way's fixed cost (a branch created, deleted into,
+    appended to and fast-forwarded: four catalog commits and two statements, against one and one) is more than it
+    saves where shuffling the table costs little: an incremental run into 40 tables of about 60 rows each, apply
+    18.6 / 20.5 s with MERGEs vs 26.5 / 28.3 s staged (interleaved)."""
     target = change.target
     lower, upto_ts, label = change.lower, change.upto_ts, change.label
     if change.after_ts is None and upto_ts <= target.watermark:
         return FlushResult(label, lower, upto_ts, False)
     properties = change.properties()
     merged = False
-    head = None
+    head = loaded = None
     if change.has_rows:
         plan = plan_append(ji, change)
         if plan is not None:
             return append_tables(spark, ji, catalog, events, [plan], parallelism)[0]
-        head = ji.load(target.namespace, target.name).currentSnapshot()
+        loaded = ji.load(target.namespace, target.name)
+        head = loaded.currentSnapshot()
     if change.has_rows and not target.keys_required:
         _apply_keyless(spark, ji, catalog, events, change.upstream_schema, change.upstream_table, target, lower,
                        upto_ts, properties)
@@ -192,9 +230,10 @@ def flush_table(spark, ji: JavaIceberg, catalog: str, events, change: ChangeRang
     elif change.has_rows:
         source = change.source(events)
         always_sent = change.always_sent
-        staged = can_stage(target, always_sent, change.row_events) and apply_staged(
-            spark, ji, catalog, target, source, properties)
+        staged = (can_stage(target, always_sent, change.row_events) and table_records(head) >= staged_min_rows
+                  and apply_staged(spark, ji, catalog, target, source, properties))
         if not staged:
+            drop_stale_branches(loaded)
             view = f"_lakehouse_changes_{next(_view_ids)}"
             source.createOrReplaceTempView(view)
             statement = merge_sql(catalog, target, view, always_sent)

@@ -148,6 +148,8 @@ class MergeSection(Section):
     bucket_count: int = 16
     lock_timeout_seconds: float = 0
     parallel_tables: int = 4  # tables applied at once in the final flush of a run (1: one after the other)
+    #: tables holding fewer rows take a MERGE even where the staged way applies (see ``merge.flush``)
+    staged_min_rows: int = 100_000
     target_file_size_bytes: int = 134217728
     on_undecodable: str = "dead-letter"  # one of UNDECODABLE_MODES
 
