@@ -10,10 +10,11 @@ Two ways to apply a change set (the last change of each key):
 * the staged way, when every change carries every column (so no update needs a value from the table) and the
   table holds at least ``merge.staged_min_rows`` rows: on a staging branch, delete the rows of every changed key
   (the change set's keys are broadcast: the table is only scanned, not shuffled), append the new images, then
-  fast-forward ``main`` to the branch in one atomic catalog commit, watermark included. Readers never see the deletes without the appends; a crash before the
-  fast-forward leaves ``main`` untouched, and the next run drops the stale branch and starts again. It costs half
-  a MERGE on a table of millions of rows. The broadcast keys pass through the driver, so only change sets of at
-  most ``STAGED_MAX_EVENTS`` row events take it.
+  fast-forward ``main`` to the branch in one atomic catalog commit, watermark included. Readers never see the
+  deletes without the appends; a crash before the fast-forward leaves ``main`` untouched, and the next flush of
+  the table drops the stale branch (either way). It costs half a MERGE on a table of millions of rows. The
+  broadcast keys pass through the driver, so only change sets of at most ``STAGED_MAX_EVENTS`` row events take
+  it.
 """
 
 from __future__ import annotations
@@ -109,8 +110,8 @@ def stale_branches(jtable) -> list[str]:
     """The staging branches of the table (runs that crashed before their fast-forward left them), read from the
     refs' text in one gateway call: a table has a tag per cut, hundreds after a while, and listing them one by
     one cost a round trip each."""
-    found = _STAGING_REF.findall(str(jtable.refs().toString()))
     refs = jtable.refs()
+    found = _STAGING_REF.findall(str(refs.toString()))
     return [name for name in found if refs.get(name) is not None and refs.get(name).isBranch()]
 
 
