@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from ticdc_lakehouse.runtime.parallel import map_at_most
+from ticdc_lakehouse.runtime.parallel import commits_at_once, map_at_most
 
 
 def test_results_keep_the_items_order_and_at_most_n_run_at_once():
@@ -45,3 +45,7 @@ def test_one_at_a_time_runs_in_the_calling_thread():
     caller = threading.current_thread()
     assert map_at_most(lambda item: threading.current_thread() is caller, [1, 2, 3], 1, "test") == [True] * 3
     assert map_at_most(lambda item: threading.current_thread() is caller, [1], 4, "test") == [True]
+
+
+def test_catalog_commits_run_twice_parallel_tables_at_once_and_one_stays_one():
+    assert [commits_at_once(n) for n in (1, 2, 4)] == [1, 4, 8]

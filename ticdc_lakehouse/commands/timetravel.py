@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from typing import Mapping, Optional
 
 from ticdc_lakehouse.runtime.config import Settings
-from ticdc_lakehouse.runtime.parallel import map_at_most
+from ticdc_lakehouse.runtime.parallel import commits_at_once, map_at_most
 from ticdc_lakehouse.iceberg.java_api import JavaIceberg
 from ticdc_lakehouse.runtime.state import Checkpoint, StateStore
 
@@ -136,7 +136,4 @@ def tag_cut(spark, settings: Settings, cut: int, tables: Mapping[str, Optional[i
             manage.createTag(tag, int(snapshot)).commit()
 
     tagged = [(name, snapshot) for name, snapshot in tables.items() if snapshot is not None]
-    # a commit each, which waits on the catalog database and the metadata file more than on a core: twice as
-    # many at once, as the append commits (``table_commit.append_tables``); one at a time stays one at a time
-    parallelism = settings.merge.parallel_tables
-    map_at_most(lambda item: tag_table(*item), tagged, parallelism * 2 if parallelism > 1 else 1, "tag")
+    map_at_most(lambda item: tag_table(*item), tagged, commits_at_once(settings.merge.parallel_tables), "tag")

@@ -6,8 +6,9 @@ its way to the decoder. Spark's own Parquet reader would assemble every record i
 to Arrow for the worker (measured: 0.7 s of a warm JVM for 110 MB of messages, pyarrow 0.25 s), and for S3 it
 would need Hadoop's S3A connector beside the S3FileIO the warehouse uses. Local segments are split by row group
 (counted by the landing check, which reads every footer before a merge), so tasks get even shares; segments on
-object storage are read whole (each task reading a row group would read the footer again: a request). Each task builds its decoder once, streams record batches, and folds the planner's
-aggregates over its events on the way (``staged_stats``), handed over by an accumulator.
+object storage are read whole (each task reading a row group would read the footer again: a request). Each task
+builds its decoder once, streams record batches, and folds the planner's aggregates over its events on the way
+(``staged_stats``), handed over by an accumulator.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY, JavaIceberg, 
 from ticdc_lakehouse.iceberg.tables import TargetTable
 from ticdc_lakehouse.merge.change_range import ChangeRange, FlushResult
 from ticdc_lakehouse.merge.changes import OP, PRESENT, partial_positions
-from ticdc_lakehouse.merge.table_commit import append_tables, plan_append
+from ticdc_lakehouse.merge.table_commit import append_tables, plan_append, table_records
 from ticdc_lakehouse.core.sql_names import qualified, quote
 
 _view_ids = itertools.count()
@@ -124,14 +124,6 @@ def drop_stale_branches(jtable) -> None:
         for name in stale:
             manage = manage.removeBranch(name)
         manage.commit()
-
-
-def table_records(snapshot) -> int:
-    """The rows in a snapshot's data files (its summary's ``total-records``; deleted rows still count), 0 for
-    none: what a MERGE reads of the table."""
-    if snapshot is None:
-        return 0
-    return int(snapshot.summary().get("total-records") or 0)
 
 
 def _branch_head(jtable, branch: str):

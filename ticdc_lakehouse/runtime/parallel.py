@@ -26,3 +26,10 @@ def map_at_most(step: Callable[[Item], Result], items: Iterable[Item], paralleli
         return [step(item) for item in items]
     with ThreadPoolExecutor(max_workers=min(parallelism, len(items)), thread_name_prefix=name) as pool:
         return list(pool.map(step, items))
+
+
+def commits_at_once(parallelism: int) -> int:
+    """How many catalog commits (appends, tags) run at once for ``merge.parallel_tables = parallelism``: twice as
+    many, since a commit waits on its metadata files and the catalog database more than on a core (204 new tables,
+    20k transactions, interleaved: 19.4 / 18.6 s vs 19.9 / 19.8 s); one at a time stays one at a time."""
+    return parallelism * 2 if parallelism > 1 else 1
