@@ -42,8 +42,9 @@ FAULTS = [
     ("merge.after_checkpoint", 1),
 ]
 #: the settings a point needs to be reached: the staged way is for tables of at least ``merge.staged_min_rows``
-#: rows, and the sample tables hold a few
-POINT_SETTINGS = {"merge.before_fast_forward": {"LAKEHOUSE__MERGE__STAGED_MIN_ROWS": "0"}}
+#: rows that take a MERGE (more than ``merge.rewrite_max_rows``), and the sample tables hold a few
+POINT_SETTINGS = {"merge.before_fast_forward": {"LAKEHOUSE__MERGE__STAGED_MIN_ROWS": "0",
+                                                "LAKEHOUSE__MERGE__REWRITE_MAX_ROWS": "0"}}
 
 
 def _workload() -> Workload:

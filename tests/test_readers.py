@@ -16,7 +16,11 @@ pytestmark = pytest.mark.spark
 
 @pytest.fixture
 def two_cuts(spark, settings, tmp_path):
-    """A backfill, then more changes (updates and deletes) and a second backfill: two tagged cuts."""
+    """A backfill, then more changes (updates and deletes) and a second backfill: two tagged cuts. The second
+    merges every table (deletion vectors), as it does a table larger than ``merge.rewrite_max_rows``: a small one
+    would be rewritten whole, without a deleted row in any data file."""
+    from dataclasses import replace
+
     from ticdc_lakehouse.commands.pipeline import backfill
     from ticdc_lakehouse.sim.workload import Workload, write_to_archive
 
@@ -32,7 +36,8 @@ def two_cuts(spark, settings, tmp_path):
         workload.transaction(5)
     workload.resolve(final=True)
     write_to_archive(workload, archive, "ticdc", "open")
-    second = backfill(settings, archive, protocol="open", spark=spark)["merge"]["resolved_ts"]
+    merging = replace(settings, merge=replace(settings.merge, rewrite_max_rows=0))
+    second = backfill(merging, archive, protocol="open", spark=spark)["merge"]["resolved_ts"]
     assert second > first
     return workload, first, second
 

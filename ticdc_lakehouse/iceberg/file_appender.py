@@ -23,9 +23,39 @@ from urllib.parse import quote
 #: a 10 ms sleep, which was a third of a small table's commit. A manifest added whole counts its files and rows in
 #: the snapshot summary but not their size, so ``add`` sets ``added-files-size`` (the summary's total follows).
 JAVA_SOURCE = """
+private java.util.List dataFiles(org.apache.iceberg.Table table, String files) throws Exception {
+    org.apache.iceberg.PartitionSpec spec = table.spec();
+    org.apache.iceberg.MetricsConfig config = null;
+    java.util.List built = new java.util.ArrayList();
+    String[] lines = files.split("\\n");
+    for (int i = 0; i < lines.length; i++) {
+        if (lines[i].length() == 0) {
+            continue;
+        }
+        String[] field = lines[i].split("\\t", -1);
+        String path = java.net.URLDecoder.decode(field[0], "UTF-8");
+        long size = Long.parseLong(field[1]);
+        org.apache.iceberg.DataFiles.Builder builder = org.apache.iceberg.DataFiles.builder(spec).withPath(path)
+            .withFormat(org.apache.iceberg.FileFormat.PARQUET).withFileSizeInBytes(size);
+        if (field[4].equals("1")) {
+            if (config == null) {
+                config = org.apache.iceberg.MetricsConfig.forTable(table);
+            }
+            builder = builder.withMetrics(
+                org.apache.iceberg.parquet.ParquetUtil.fileMetrics(table.io().newInputFile(path), config));
+        } else {
+            builder = builder.withRecordCount(Long.parseLong(field[2]));
+        }
+        if (field[3].length() > 0) {
+            builder = builder.withPartitionPath(java.net.URLDecoder.decode(field[3], "UTF-8"));
+        }
+        built.add(builder.build());
+    }
+    return built;
+}
+
 public org.apache.iceberg.AppendFiles add(org.apache.iceberg.AppendFiles append, org.apache.iceberg.Table table,
                                           String files) throws Exception {
-    org.apache.iceberg.PartitionSpec spec = table.spec();
     org.apache.iceberg.TableOperations ops = ((org.apache.iceberg.HasTableOperations) table).operations();
     org.apache.iceberg.TableMetadata metadata = ops.current();
     java.util.Map properties = new java.util.HashMap();
@@ -35,37 +65,17 @@ public org.apache.iceberg.AppendFiles add(org.apache.iceberg.AppendFiles append,
     if (level != null) {
         properties.put(org.apache.iceberg.TableProperties.AVRO_COMPRESSION_LEVEL, level);
     }
+    java.util.List built = dataFiles(table, files);
     org.apache.iceberg.io.OutputFile out = table.io().newOutputFile(ops.metadataFileLocation(
         java.util.UUID.randomUUID().toString() + "-m0.avro"));
     org.apache.iceberg.ManifestWriter writer = org.apache.iceberg.ManifestFiles.write(
-        metadata.formatVersion(), spec, ops.encryption().encrypt(out), (Long) null, properties);
-    org.apache.iceberg.MetricsConfig config = null;
+        metadata.formatVersion(), table.spec(), ops.encryption().encrypt(out), (Long) null, properties);
     long bytes = 0;
     try {
-        String[] lines = files.split("\\n");
-        for (int i = 0; i < lines.length; i++) {
-            if (lines[i].length() == 0) {
-                continue;
-            }
-            String[] field = lines[i].split("\\t", -1);
-            String path = java.net.URLDecoder.decode(field[0], "UTF-8");
-            long size = Long.parseLong(field[1]);
-            org.apache.iceberg.DataFiles.Builder builder = org.apache.iceberg.DataFiles.builder(spec).withPath(path)
-                .withFormat(org.apache.iceberg.FileFormat.PARQUET).withFileSizeInBytes(size);
-            if (field[4].equals("1")) {
-                if (config == null) {
-                    config = org.apache.iceberg.MetricsConfig.forTable(table);
-                }
-                builder = builder.withMetrics(
-                    org.apache.iceberg.parquet.ParquetUtil.fileMetrics(table.io().newInputFile(path), config));
-            } else {
-                builder = builder.withRecordCount(Long.parseLong(field[2]));
-            }
-            if (field[3].length() > 0) {
-                builder = builder.withPartitionPath(java.net.URLDecoder.decode(field[3], "UTF-8"));
-            }
-            writer.add(builder.build());
-            bytes += size;
+        for (int i = 0; i < built.size(); i++) {
+            org.apache.iceberg.DataFile file = (org.apache.iceberg.DataFile) built.get(i);
+            writer.add(file);
+            bytes += file.fileSizeInBytes();
         }
     } finally {
         writer.close();
@@ -74,6 +84,16 @@ public org.apache.iceberg.AppendFiles add(org.apache.iceberg.AppendFiles append,
     // a manifest added whole counts its files and rows in the snapshot summary, not their size
     append.set(org.apache.iceberg.SnapshotSummary.ADDED_FILE_SIZE_PROP, String.valueOf(bytes));
     return append;
+}
+
+public org.apache.iceberg.OverwriteFiles replaceAll(org.apache.iceberg.OverwriteFiles overwrite,
+                                                    org.apache.iceberg.Table table, String files) throws Exception {
+    overwrite.overwriteByRowFilter(org.apache.iceberg.expressions.Expressions.alwaysTrue());
+    java.util.List built = dataFiles(table, files);
+    for (int i = 0; i < built.size(); i++) {
+        overwrite.addFile((org.apache.iceberg.DataFile) built.get(i));
+    }
+    return overwrite;
 }
 """
 
@@ -112,6 +132,12 @@ def appender(jvm) -> Any:
             evaluator.cook(JAVA_SOURCE)
             found = _compiled[key] = evaluator.getClazz().newInstance()  # its one public no-argument constructor
         return found
+
+
+def replace_all_files(jvm, overwrite, jtable, entries: Sequence[FileEntry]) -> None:
+    """Make ``overwrite`` (an ``OverwriteFiles`` of ``jtable``) remove every data and delete file of the table and
+    add every entry's data file, in one gateway call: a table rewritten whole (``batch_rewrite``)."""
+    appender(jvm).replaceAll(overwrite, jtable, encode(entries))
 
 
 def add_files(jvm, append, jtable, entries: Sequence[FileEntry]) -> None:

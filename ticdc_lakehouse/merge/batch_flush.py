@@ -1,7 +1,8 @@
-"""The final flush's first step: every table whose lake copy holds no rows, written by a few Spark jobs.
+"""The final flush's first step: every table whose lake copy holds no rows or few, written by a few Spark jobs.
 
-Why: see ``batch_write``. The run's other tables (rows already in the lake, keyless, only a watermark to move)
-keep the per-table flush (``engine.flush_concurrently``) after this step.
+Why: see ``batch_write`` (tables new to the lake) and ``batch_rewrite`` (small tables, rewritten whole). The run's
+other tables (more than ``merge.rewrite_max_rows`` rows, keyless, only a watermark to move) keep the per-table
+flush (``engine.flush_concurrently``) after this step.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Callable, Optional
 from ticdc_lakehouse.runtime.parallel import map_at_most
 from ticdc_lakehouse.merge import table_work
 from ticdc_lakehouse.merge.plan import table_key
-from ticdc_lakehouse.merge.table_commit import AppendPlan, append_tables, plan_append
+from ticdc_lakehouse.merge.table_commit import AppendPlan, append_tables, plan_append, plan_rewrite
 from ticdc_lakehouse.merge.value_checks import is_invalid_value_failure, reason_of
 
 log = logging.getLogger(__name__)
@@ -22,9 +23,10 @@ log = logging.getLogger(__name__)
 def flush_empty_tables(ctx, tables: list[tuple[str, str]], upto_ts: int, parallelism: int,
                        say: Optional[Callable[[str], None]] = None) -> list[tuple[str, str]]:
     """Apply, up to ``upto_ts``, the rows of every table of ``tables`` that holds none in the lake yet (see
-    ``table_commit.appendable``) with a few write jobs and one commit per table; returns the tables left for the
-    per-table flush. When a write job fails on a value a table cannot store, nothing is committed and every table is
-    left to the per-table flush, which sets the value aside table by table."""
+    ``table_commit.appendable``) or at most ``merge.rewrite_max_rows`` (``table_commit.plan_rewrite``) with a few
+    write jobs and one commit per table; returns the tables left for the per-table flush. When a write job fails on
+    a value a table cannot store, nothing is committed and every table is left to the per-table flush, which sets
+    the value aside table by table."""
     with_rows = [name for name in tables if table_key(*name) in ctx.row_stats]
     if len(with_rows) < 2:
         return tables  # one table: its own flush takes the append path just as well
@@ -33,7 +35,7 @@ def flush_empty_tables(ctx, tables: list[tuple[str, str]], upto_ts: int, paralle
         change = table_work.change_range(ctx, name[0], name[1], upto_ts)
         if change is None or (change.after_ts is None and change.upto_ts <= change.target.watermark):
             return None
-        return plan_append(ctx.ji, change)
+        return plan_append(ctx.ji, change) or plan_rewrite(ctx.ji, change, ctx.settings.merge.rewrite_max_rows)
 
     planned = map_at_most(plan, with_rows, parallelism, "plan")
     chosen = {name: change for name, change in zip(with_rows, planned) if change is not None}
@@ -57,5 +59,5 @@ def flush_empty_tables(ctx, tables: list[tuple[str, str]], upto_ts: int, paralle
             say(f"applied {result.table} ({number}/{len(results)}): {result.written:,} row(s) written, "
                 f"{result.removed:,} removed in {seconds / len(chosen):.1f} s")
         rows = sum(result.written for result in results)
-        say(f"applied {len(chosen)} table(s) new to the lake by task-side writers: {rows:,} row(s) in {seconds:.1f} s")
+        say(f"applied {len(chosen)} table(s) by task-side writers: {rows:,} row(s) in {seconds:.1f} s")
     return [name for name in tables if name not in chosen]

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Optional, Sequence
 
 from ticdc_lakehouse.core.sql_names import quote
+from ticdc_lakehouse.merge.batch_rewrite import DROPPED, LINEAGE_FIELD_IDS, REMOVED, WRITTEN
 from ticdc_lakehouse.merge.changes import OP
 from ticdc_lakehouse.merge.table_events import TABLE_INDEX
 
@@ -41,8 +42,9 @@ BUCKET = "_lakehouse_bucket"
 FRAMES_PER_JOB = 64
 #: row events per shuffle partition of the write job (see ``write_files``)
 EVENTS_PER_PARTITION = 50_000
-#: the rows the writer job returns: one per data file written
-FILE_SCHEMA = "table_index int, path string, bucket int, rows bigint, bytes bigint"
+#: the rows the writer job returns: one per data file written, and for a rewrite (``batch_rewrite``) one per table
+#: and task with the rows its changes wrote and removed (no path)
+FILE_SCHEMA = "table_index int, path string, bucket int, rows bigint, bytes bigint, written bigint, removed bigint"
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,8 @@ class TableLayout:
     #: (Iceberg partition field name, source column, bucket count) or None for an unpartitioned table
     bucket: Optional[tuple[str, str, int]]
     compression: str = "zstd"
+    #: the table keeps row lineage (format v3): a rewritten row keeps its row id (``batch_rewrite``)
+    row_lineage: bool = False
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,15 @@ class WrittenFile:
     bucket: Optional[int]
     rows: int = 0  # as the writer counted them
     bytes: int = 0  # the file's size
+
+
+@dataclass(frozen=True)
+class TableCounts:
+    """The rows a rewrite's changes wrote and removed in one table, as one write task counted them."""
+
+    table_index: int
+    written: int
+    removed: int
 
 
 def table_layout(ji, jtable) -> Optional[TableLayout]:
@@ -99,33 +112,44 @@ def table_layout(ji, jtable) -> Optional[TableLayout]:
         bucket = (str(fields[0]["name"]), names[int(fields[0]["source-id"])], int(transform[len("bucket["):-1]))
     probe = str(jtable.locationProvider().newDataLocation("probe"))
     codec = str(jtable.properties().getOrDefault("write.parquet.compression-codec", "zstd")).lower()
-    return TableLayout(probe[: -len("probe")], tuple(columns), bucket, codec)
+    lineage = int(ji.java("org.apache.iceberg.TableUtil").formatVersion(jtable)) >= 3
+    return TableLayout(probe[: -len("probe")], tuple(columns), bucket, codec, lineage)
 
 
 def images(source, catalog: str, target_columns: Sequence[str], layout: TableLayout,
            row_events: Optional[int] = None):
     """The rows a MERGE would insert into an empty table: the last image of every key whose last change is not a
     delete, every column of the table in its order, the Iceberg bucket of the row (``BUCKET``), and the
-    ``TABLE_INDEX`` of a several-table change set (``changes.tables_change_set``).
-
-    ``row_events``: the frame's row events in the run, when known: its rows go to one write task per
-    ``EVENTS_PER_PARTITION`` of them. Each task is a round trip to a Python worker: a frame of 8,000 rows spread
-    over the job's shuffle partitions spent more on its tasks than on its files."""
+    ``TABLE_INDEX`` of a several-table change set (``changes.tables_change_set``), spread over write tasks
+    (``spread``)."""
     from pyspark.sql import functions as F
 
-    carried = [F.col(TABLE_INDEX)] if TABLE_INDEX in source.columns else []
-    rows = source.filter(F.col(OP) != "D").select(*[F.col(quote(name)) for name in target_columns], *carried)
+    carried = [TABLE_INDEX] if TABLE_INDEX in source.columns else []
+    rows = source.filter(F.col(OP) != "D").select(*[F.col(quote(name)) for name in target_columns],
+                                                   *[F.col(c) for c in carried])
+    return spread(rows, catalog, layout, carried, row_events)
+
+
+def spread(rows, catalog: str, layout: TableLayout, carried: Sequence[str], row_events: Optional[int] = None):
+    """``rows`` (the table's columns and ``carried`` ones) with the Iceberg bucket of each (``BUCKET``), each
+    (table, bucket) sent to one write task, so to one file: spread over all tasks, every bucket would get a file
+    per task (thousands of tiny files for a run of many small tables).
+
+    ``row_events``: the frame's row events in the run (and lake rows, for a rewrite), when known: its rows go to
+    one write task per ``EVENTS_PER_PARTITION`` of them. Each task is a round trip to a Python worker: a frame of
+    8,000 rows spread over the job's shuffle partitions spent more on its tasks than on its files."""
+    from pyspark.sql import functions as F
+
     if layout.bucket is not None:
         _, column, count = layout.bucket
         rows = rows.withColumn(BUCKET, F.expr(f"{quote(catalog)}.system.bucket({count}, {quote(column)})"))
-    # each (table, bucket) to one task, so to one file: the collapse spread every bucket over all its tasks
-    # (a file per task and bucket: thousands of tiny files for a run of many small tables)
-    spread = carried + ([F.col(BUCKET)] if layout.bucket is not None else [])
-    if not spread:
+    by = [F.col(TABLE_INDEX)] if TABLE_INDEX in carried else []
+    by += [F.col(BUCKET)] if layout.bucket is not None else []
+    if not by:
         return rows
     if row_events is None:
-        return rows.repartition(*spread)
-    return rows.repartition(writer_tasks(row_events), *spread)
+        return rows.repartition(*by)
+    return rows.repartition(writer_tasks(row_events), *by)
 
 
 def writer_tasks(row_events: int) -> int:
@@ -164,11 +188,17 @@ def file_writer(first_index: int, layouts: Sequence[TableLayout], names: Sequenc
         files = _TaskFiles(LocalFileSystem(), layouts)
         schema = None
         columns = [c.name for c in layouts[0].columns]
+        columns += [name for name in LINEAGE_FIELD_IDS if name in names]  # a rewrite's, see ``batch_rewrite``
+        counts: dict[int, list[int]] = {}  # a rewrite's: table index -> [written, removed]
         try:
             for batch in batches:
                 if batch.num_rows == 0:
                     continue
                 batch = pa.RecordBatch.from_arrays(batch.columns, names=list(names))
+                if WRITTEN in names:
+                    batch = _counted(batch, counts)
+                    if batch.num_rows == 0:
+                        continue
                 if schema is None:
                     schema = _parquet_schema(batch.schema, layouts[0])
                 for key, part in _parts(batch, columns, schema, len(layouts) > 1, layouts[0].bucket is not None):
@@ -176,12 +206,14 @@ def file_writer(first_index: int, layouts: Sequence[TableLayout], names: Sequenc
             files.flush_all(last=True)
         finally:
             files.close()
-        if files.written:
-            yield pa.RecordBatch.from_pylist(
-                [{"table_index": first_index + index, "path": path, "bucket": bucket, "rows": rows, "bytes": size}
-                 for (index, bucket), (path, rows, size) in files.written.items()],
-                schema=pa.schema([("table_index", pa.int32()), ("path", pa.string()), ("bucket", pa.int32()),
-                                  ("rows", pa.int64()), ("bytes", pa.int64())]))
+        out = [{"table_index": first_index + index, "path": path, "bucket": bucket, "rows": rows, "bytes": size}
+               for (index, bucket), (path, rows, size) in files.written.items()]
+        out += [{"table_index": first_index + index, "written": written, "removed": removed}
+                for index, (written, removed) in counts.items()]
+        if out:
+            yield pa.RecordBatch.from_pylist(out, schema=pa.schema([
+                ("table_index", pa.int32()), ("path", pa.string()), ("bucket", pa.int32()), ("rows", pa.int64()),
+                ("bytes", pa.int64()), ("written", pa.int64()), ("removed", pa.int64())]))
 
     return write
 
@@ -291,13 +323,36 @@ def _parts(batch, columns: Sequence[str], schema, by_table: bool, by_bucket: boo
         yield (key >> 32, key & 0xFFFFFFFF if by_bucket else None), rows.slice(start, end - start)
 
 
+def _counted(batch, counts: dict[int, list[int]]):
+    """Add a batch of a rewrite's rows (``batch_rewrite.rewritten_rows``) to ``counts`` (table index -> rows
+    written, rows removed) and return the rows to write (those a delete removed are only counted)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    tables = batch.column(TABLE_INDEX).to_numpy(zero_copy_only=False).astype(np.int64)
+    size = int(tables.max()) + 1
+    written = np.bincount(tables, batch.column(WRITTEN).to_numpy(zero_copy_only=False), size)
+    removed = np.bincount(tables, batch.column(REMOVED).to_numpy(zero_copy_only=False), size)
+    for index in np.unique(tables).tolist():
+        entry = counts.setdefault(index, [0, 0])
+        entry[0] += int(written[index])
+        entry[1] += int(removed[index])
+    return batch.filter(pc.invert(batch.column(DROPPED)))
+
+
+def _with_lineage(columns: Sequence[ArrowColumn], arrow_schema) -> list[ArrowColumn]:
+    """The table's columns, and the row-lineage fields where the rows carry them (a rewrite of a v3 table)."""
+    return [*columns, *[ArrowColumn(name, field_id, False) for name, field_id in LINEAGE_FIELD_IDS.items()
+                        if arrow_schema.get_field_index(name) >= 0]]
+
+
 def _parquet_schema(arrow_schema, layout: TableLayout):
     """The Arrow schema of the written files: the table's columns in order, each with its Iceberg field id and
     its required flag (Spark's own Arrow types: ``timestamp_ntz`` has no zone, ``timestamp`` is UTC)."""
     import pyarrow as pa
 
     fields = []
-    for column in layout.columns:
+    for column in _with_lineage(layout.columns, arrow_schema):
         source = arrow_schema.field(column.name)
         kind = source.type
         if pa.types.is_large_string(kind):
@@ -309,12 +364,13 @@ def _parquet_schema(arrow_schema, layout: TableLayout):
     return pa.schema(fields)
 
 
-def write_files(frames: Sequence[tuple[Any, Sequence[TableLayout]]]) -> list[WrittenFile]:
-    """Write every frame of images (``images``; a frame holds the tables of its layouts) in one Spark job, under
-    ``write_job_settings``; the files written, per table index (tables numbered across ``frames`` in order).
-    Nothing is committed."""
+def write_files(frames: Sequence[tuple[Any, Sequence[TableLayout]]]
+                ) -> tuple[list[WrittenFile], list[TableCounts]]:
+    """Write every frame of images (``images``, or a rewrite's rows: ``batch_rewrite``; a frame holds the tables
+    of its layouts) in one Spark job, under ``write_job_settings``; the files written and a rewrite's counts, per
+    table index (tables numbered across ``frames`` in order). Nothing is committed."""
     if not frames:
-        return []
+        return [], []
     union = None
     first = 0
     for frame, layouts in frames:
@@ -323,8 +379,12 @@ def write_files(frames: Sequence[tuple[Any, Sequence[TableLayout]]]) -> list[Wri
         files = positional.mapInArrow(file_writer(first, layouts, names), FILE_SCHEMA)
         union = files if union is None else union.unionAll(files)
         first += len(layouts)
-    return [WrittenFile(int(r["table_index"]), str(r["path"]), None if r["bucket"] is None else int(r["bucket"]),
-                        int(r["rows"]), int(r["bytes"])) for r in union.collect()]
+    rows = union.collect()  # a row per file and per (task, rewritten table): never a table row
+    files = [WrittenFile(int(r["table_index"]), str(r["path"]), None if r["bucket"] is None else int(r["bucket"]),
+                         int(r["rows"]), int(r["bytes"])) for r in rows if r["path"] is not None]
+    counts = [TableCounts(int(r["table_index"]), int(r["written"]), int(r["removed"]))
+              for r in rows if r["path"] is None]
+    return files, counts
 
 
 @contextmanager

@@ -44,6 +44,9 @@ STAGING_BRANCH_PREFIX = "lakehouse_stage_"
 #: snapshot summary fields that count rows taken out of the table (position/equality deletes, deletion vectors
 #: and copy-on-write rewrites report under one of these)
 REMOVED_FIELDS = ("deleted-records", "added-position-deletes", "added-equality-deletes")
+#: and the field that counts the positions of the delete files a snapshot replaced: a deletion vector of a data file
+#: that had one already holds the old positions too (the old vector is removed), so they are not removed again
+REPLACED_DELETES_FIELD = "removed-position-deletes"
 
 
 def snapshot_changes(jtable, since_snapshot_id: Optional[int]) -> tuple[int, int]:
@@ -56,6 +59,7 @@ def snapshot_changes(jtable, since_snapshot_id: Optional[int]) -> tuple[int, int
         summary = snapshot.summary()
         written += int(summary.get("added-records") or 0)
         removed += sum(int(summary.get(name) or 0) for name in REMOVED_FIELDS)
+        removed -= int(summary.get(REPLACED_DELETES_FIELD) or 0)
         parent = snapshot.parentId()
         snapshot = jtable.snapshot(parent) if parent is not None else None
     return written, removed

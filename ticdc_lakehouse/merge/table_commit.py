@@ -1,8 +1,10 @@
-"""The driver's side of the append path (``batch_write``): which tables may take it, and one commit per table.
+"""The driver's side of the write jobs (``batch_write``): which tables may take them, and one commit per table.
 
-A table's written files and its new watermark go into the catalog in one append snapshot (the watermark and the
-run's summary set on that same commit), so a reader sees all of a table's rows of the run or none, and the
-table's summary still says exactly what it holds.
+Two kinds of table take them: a table that holds no rows yet (its change set's images are appended), and a small
+table that does (``batch_rewrite``: rewritten whole, its files replaced in one overwrite). A table's written files
+and its new watermark go into the catalog in one snapshot (the watermark and the run's summary set on that same
+commit), so a reader sees all of a table's rows of the run or none, and the table's summary still says exactly
+what it holds.
 """
 
 from __future__ import annotations
@@ -12,20 +14,24 @@ from typing import Any, Optional, Sequence
 
 from ticdc_lakehouse.runtime.faults import fault_point
 from ticdc_lakehouse.runtime.parallel import commits_at_once, map_at_most
-from ticdc_lakehouse.iceberg.file_appender import FileEntry, add_files
+from ticdc_lakehouse.iceberg.file_appender import FileEntry, add_files, replace_all_files
 from ticdc_lakehouse.iceberg.java_api import JavaIceberg, watermark_of
 from ticdc_lakehouse.merge.batch_write import (
     FRAMES_PER_JOB,
+    TableCounts,
     TableLayout,
     WrittenFile,
     images,
+    spread,
     table_layout,
     write_files,
     write_job_settings,
 )
+from ticdc_lakehouse.merge.batch_rewrite import DROPPED, REMOVED, WRITTEN, lake_rows, rewritten_rows
 from ticdc_lakehouse.merge.change_range import ChangeRange, FlushResult
-from ticdc_lakehouse.merge.changes import tables_change_set
-from ticdc_lakehouse.merge.table_events import TableRange
+from ticdc_lakehouse.merge.changes import partial_positions, tables_change_set
+from ticdc_lakehouse.merge.table_events import TABLE_INDEX, TableRange
+from ticdc_lakehouse.core.sql_names import qualified
 
 
 #: files of at least this many rows are committed with Iceberg's column metrics (read back from their footers,
@@ -53,11 +59,17 @@ def table_records(snapshot) -> int:
 
 @dataclass(frozen=True)
 class AppendPlan:
-    """A change range that takes the append path: its table's layout, and its snapshot when judged empty."""
+    """A change range that takes the write jobs: its table's layout, and its snapshot when planned; with
+    ``lake_rows``, the table holds that many rows and is rewritten whole (read at that snapshot)."""
 
     change: ChangeRange
     snapshot_id: Optional[int]
     layout: TableLayout
+    lake_rows: Optional[int] = None
+
+    @property
+    def rewrite(self) -> bool:
+        return self.lake_rows is not None
 
 
 def plan_append(ji: JavaIceberg, change: ChangeRange) -> Optional[AppendPlan]:
@@ -72,11 +84,30 @@ def plan_append(ji: JavaIceberg, change: ChangeRange) -> Optional[AppendPlan]:
     return AppendPlan(change, snapshot.snapshotId() if snapshot is not None else None, layout)
 
 
+def plan_rewrite(ji: JavaIceberg, change: ChangeRange, max_rows: int) -> Optional[AppendPlan]:
+    """The rewrite plan of a change range into a table holding at most ``max_rows`` rows (``merge.rewrite_max_rows``;
+    its snapshot's ``total-records``), or None when it must take a MERGE: keys that are never NULL, and a layout
+    the writer handles on a file system (see ``appendable``)."""
+    if not change.has_rows or not change.target.keys_required or max_rows <= 0:
+        return None
+    jtable = ji.read_view(change.target.namespace, change.target.name)
+    snapshot = jtable.currentSnapshot()
+    if snapshot is None or table_records(snapshot) > max_rows:
+        return None
+    layout = _writable_layout(ji, jtable)
+    return AppendPlan(change, snapshot.snapshotId(), layout, table_records(snapshot)) if layout is not None else None
+
+
 def appendable(ji: JavaIceberg, jtable, change: ChangeRange) -> Optional[TableLayout]:
     """The table's layout when its change range may take the append path: rows to apply, a key that is never
     NULL, no rows in the lake yet, and a layout the writer handles; else None."""
     if not change.has_rows or not change.target.keys_required or not holds_no_rows(jtable):
         return None
+    return _writable_layout(ji, jtable)
+
+
+def _writable_layout(ji: JavaIceberg, jtable) -> Optional[TableLayout]:
+    """The table's layout when the task-side writers can write its files, else None."""
     layout = table_layout(ji, jtable)
     if layout is None or on_object_storage(layout.data_dir):
         return None  # the task-side writer's uploads to an S3 API are not verified yet: MERGE there
@@ -89,30 +120,61 @@ def on_object_storage(location: str) -> bool:
     return bool(found) and scheme not in ("file", "hdfs")
 
 
+def commit_rewrite(ji: JavaIceberg, change: ChangeRange, snapshot_id: Optional[int], files: Sequence[WrittenFile],
+                   counts: Sequence[TableCounts]) -> FlushResult:
+    """Commit a table rewritten whole (``batch_rewrite``): every file it referenced at ``snapshot_id`` (data and
+    delete files) replaced by ``files``, with its watermark, in one overwrite snapshot (see ``_table_to_commit``).
+    ``counts``: the writers' counts of the rows the changes wrote and removed."""
+    jtable = _table_to_commit(ji, change, snapshot_id, "it was rewritten")
+    if jtable is None:
+        return FlushResult(change.label, change.lower, change.upto_ts, False)
+    overwrite = ji.in_calling_thread(jtable.newOverwrite())
+    replace_all_files(ji.jvm, overwrite, jtable, _entries(jtable, files))
+    for key, value in change.properties().items():
+        overwrite = overwrite.set(key, str(value))
+    overwrite.commit()
+    change.target.watermark = max(change.target.watermark, change.upto_ts)
+    fault_point("merge.after_table_commit")
+    return FlushResult(change.label, change.lower, change.upto_ts, True, sum(c.written for c in counts),
+                       sum(c.removed for c in counts))
+
+
+def _table_to_commit(ji: JavaIceberg, change: ChangeRange, snapshot_id: Optional[int], doing: str):
+    """The table to commit ``change``'s written files to; None when a rerun finds them committed already (its
+    watermark reached ``upto_ts``: the files are then orphans). A table changed since ``snapshot_id`` (nothing else
+    writes it while the run holds its lock) fails rather than take the rows twice or lose a change."""
+    jtable = ji.read_view(change.target.namespace, change.target.name)  # created in this run: commits with its rows
+    if change.after_ts is None and watermark_of(jtable) >= change.upto_ts:
+        return None
+    current = jtable.currentSnapshot()
+    current_id = current.snapshotId() if current is not None else None
+    if current_id != snapshot_id:
+        raise RuntimeError(f"{change.label} changed while {doing} (snapshot {snapshot_id} -> {current_id}); nothing "
+                           f"was committed: run the merge again")
+    return jtable
+
+
+def _entries(jtable, files: Sequence[WrittenFile]) -> list[FileEntry]:
+    """The written files as the catalog gets them: each with its partition (bucket) path."""
+    spec = jtable.spec()
+    partition_name = str(spec.fields()[0].name()) if spec.isPartitioned() else None
+    return [FileEntry(file.path, file.bytes, file.rows,
+                      f"{partition_name}={file.bucket}" if partition_name is not None else None,
+                      file.rows >= FULL_METRICS_ROWS)
+            for file in files]
+
+
 def commit_appends(ji: JavaIceberg, change: ChangeRange, snapshot_id: Optional[int],
                    files: Sequence[WrittenFile]) -> FlushResult:
     """Commit one table's written files with its watermark in one append snapshot.
 
-    ``snapshot_id``: the table's snapshot when it was judged empty; a table changed since (nothing else writes
-    it while the run holds its lock) fails rather than have its rows appended twice. A table whose watermark
-    already reached ``upto_ts`` (a rerun after this very commit) is left alone: the files are then orphans."""
+    ``snapshot_id``: the table's snapshot when it was judged empty (see ``_table_to_commit``)."""
     target = change.target
-    label = f"{target.namespace}.{target.name}"
-    jtable = ji.read_view(target.namespace, target.name)  # a table created in this run: commits with its rows
-    if change.after_ts is None and watermark_of(jtable) >= change.upto_ts:
-        return FlushResult(label, change.lower, change.upto_ts, False)
-    current = jtable.currentSnapshot()
-    if (current.snapshotId() if current is not None else None) != snapshot_id:
-        raise RuntimeError(f"{label} changed while its rows were written (snapshot {snapshot_id} -> "
-                           f"{current.snapshotId()}); nothing was committed: run the merge again")
-    spec = jtable.spec()
-    partition_name = str(spec.fields()[0].name()) if spec.isPartitioned() else None
+    jtable = _table_to_commit(ji, change, snapshot_id, "its rows were written")
+    if jtable is None:
+        return FlushResult(change.label, change.lower, change.upto_ts, False)
     append = ji.in_calling_thread(jtable.newFastAppend())
-    add_files(ji.jvm, append, jtable, [
-        FileEntry(file.path, file.bytes, file.rows,
-                  f"{partition_name}={file.bucket}" if partition_name is not None else None,
-                  file.rows >= FULL_METRICS_ROWS)
-        for file in files])
+    add_files(ji.jvm, append, jtable, _entries(jtable, files))
     written = sum(file.rows for file in files)
     for key, value in change.properties().items():
         append = append.set(key, str(value))
@@ -120,13 +182,14 @@ def commit_appends(ji: JavaIceberg, change: ChangeRange, snapshot_id: Optional[i
     ji.commit_staged(target.namespace, target.name)
     target.watermark = max(target.watermark, change.upto_ts)
     fault_point("merge.after_table_commit")
-    return FlushResult(label, change.lower, change.upto_ts, True, written, 0)
+    return FlushResult(change.label, change.lower, change.upto_ts, True, written, 0)
 
 
 def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[AppendPlan],
                   parallelism: int = 1) -> list[FlushResult]:
-    """Write the change ranges of tables that hold no rows (``plan_append``), then commit each table, twice
-    ``parallelism`` at a time. A failure of the write (a value a table cannot store) raises before any commit.
+    """Write the change ranges of tables that hold no rows (``plan_append``) or few (``plan_rewrite``), then commit
+    each table, twice ``parallelism`` at a time. A failure of the write (a value a table cannot store) raises before
+    any commit.
 
     Tables with the same layout (columns, keys, columns every change sent, partitioning) share one change set
     (``changes.tables_change_set``): the driver plans one frame per layout, not one per table. The frames are
@@ -139,9 +202,10 @@ def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[
         groups.setdefault(_shape(plan), []).append(index)
 
     def row_events(indexes: Sequence[int]) -> Optional[int]:
-        """The row events of these tables in the run, None when one of them is not known."""
+        """The row events of these tables in the run and the rows a rewrite reads of them, None when one of them
+        is not known."""
         counts = [plans[i].change.row_events for i in indexes]
-        return None if None in counts else sum(counts)
+        return None if None in counts else sum(counts) + sum(plans[i].lake_rows or 0 for i in indexes)
 
     def frame_of(members: list[int]) -> tuple[list[int], Any, list[TableLayout]]:
         first = plans[members[0]].change
@@ -152,37 +216,75 @@ def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[
             ranges = [TableRange(plans[i].change.upstream_schema, plans[i].change.upstream_table,
                                  plans[i].change.lower, plans[i].change.upto_ts) for i in members]
             source = tables_change_set(events, ranges, target.columns, target.keys, first.always_sent)
-        frame = images(source, catalog, [c.name for c in target.columns], plans[members[0]].layout,
-                       row_events(members))
+        layout = plans[members[0]].layout
+        if plans[members[0]].rewrite:
+            frame = spread(rewritten_frame(spark, catalog, [plans[i] for i in members], source), catalog, layout,
+                           REWRITE_COLUMNS, row_events(members))
+        else:
+            frame = images(source, catalog, [c.name for c in target.columns], layout, row_events(members))
         return members, frame, [plans[i].layout for i in members]
 
     shares = list(groups.values())
     per_job = min(FRAMES_PER_JOB, max(1, -(-len(shares) // max(1, parallelism))))
 
-    def write_job(job: list[list[int]]) -> list[tuple[int, WrittenFile]]:
+    def write_job(job: list[list[int]]) -> tuple[list[tuple[int, WrittenFile]], list[tuple[int, TableCounts]]]:
         frames = [frame_of(members) for members in job]
         order = [index for members, _, _ in frames for index in members]
-        return [(order[file.table_index], file) for file in write_files([(f, layouts) for _, f, layouts in frames])]
+        written, counted = write_files([(f, layouts) for _, f, layouts in frames])
+        return ([(order[file.table_index], file) for file in written],
+                [(order[count.table_index], count) for count in counted])
 
     files: list[list[WrittenFile]] = [[] for _ in plans]
+    counts: list[list[TableCounts]] = [[] for _ in plans]
     with write_job_settings(spark, row_events(range(len(plans)))):
         jobs = map_at_most(write_job, [shares[i:i + per_job] for i in range(0, len(shares), per_job)],
                            parallelism, "write")
-    for job_files in jobs:
+    for job_files, job_counts in jobs:
         for index, file in job_files:
             files[index].append(file)
+        for index, count in job_counts:
+            counts[index].append(count)
     fault_point("merge.before_append_commits")
 
     def commit(index: int) -> FlushResult:
-        return commit_appends(ji, plans[index].change, plans[index].snapshot_id, files[index])
+        plan = plans[index]
+        if plan.rewrite:
+            return commit_rewrite(ji, plan.change, plan.snapshot_id, files[index], counts[index])
+        return commit_appends(ji, plan.change, plan.snapshot_id, files[index])
 
     return map_at_most(commit, range(len(plans)), commits_at_once(parallelism), "commit")
 
 
+def rewritten_frame(spark, catalog: str, plans: Sequence[AppendPlan], source):
+    """The rows of the ``plans``' tables (all rewrites of one layout) after their change set ``source`` (of
+    several tables, or of the one table without ``TABLE_INDEX``): see ``batch_rewrite``. Each table is read at the
+    snapshot its plan saw, which its commit checks is still current."""
+    from pyspark.sql import functions as F
+
+    change = plans[0].change
+    target = change.target
+    if TABLE_INDEX not in source.columns:
+        source = source.withColumn(TABLE_INDEX, F.lit(0).cast("int"))
+    lake = lake_rows([spark.read.options(**{"versionAsOf": str(p.snapshot_id), "split-size": str(ONE_SPLIT_BYTES)})
+                      .table(qualified(catalog, p.change.target.namespace, p.change.target.name)) for p in plans],
+                     target.columns, plans[0].layout.row_lineage)
+    partial = partial_positions(target.columns, target.keys, change.always_sent)
+    return rewritten_rows(lake, source, target.columns, target.keys, partial)
+
+
+#: the read split of a rewritten table: its whole (a task per table, not Iceberg's adaptive split of a small table
+#: into the session's parallelism: four tasks of a few rows each)
+ONE_SPLIT_BYTES = 1 << 40
+
+#: the columns a rewrite's rows carry to the writer beside the table's own (``batch_rewrite``)
+REWRITE_COLUMNS = (TABLE_INDEX, WRITTEN, REMOVED, DROPPED)
+
+
 def _shape(plan: AppendPlan) -> tuple:
     """What tables must share to be typed and written by one frame: their columns (names, types, MySQL types),
-    keys, the columns every change sent, and their files' columns and partitioning (not their location)."""
+    keys, the columns every change sent, and their files' columns and partitioning (not their location), and
+    whether they are appended to or rewritten."""
     target, layout = plan.change.target, plan.layout
     alone = (plan.change.label,) if plan.change.renames else ()  # its own change set (``carry_renames``)
     return (tuple(target.columns), tuple(target.keys), plan.change.always_sent, layout.columns, layout.bucket,
-            layout.compression, *alone)
+            layout.compression, layout.row_lineage, plan.rewrite, *alone)

@@ -150,6 +150,9 @@ class MergeSection(Section):
     parallel_tables: int = 4  # tables applied at once in the final flush of a run (1: one after the other)
     #: tables holding fewer rows take a MERGE even where the staged way applies (see ``merge.flush``)
     staged_min_rows: int = 100_000
+    #: tables holding at most this many rows are rewritten whole by the run's write jobs, not MERGEd one by one
+    #: (see ``merge.batch_rewrite``; 0: never)
+    rewrite_max_rows: int = 20_000
     target_file_size_bytes: int = 134217728
     on_undecodable: str = "dead-letter"  # one of UNDECODABLE_MODES
 

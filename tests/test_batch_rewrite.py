@@ -1,0 +1,166 @@
+"""Small tables that hold rows are rewritten whole by the run's write jobs (merge/batch_rewrite.py,
+merge/table_commit.py): the same rows, counts and row lineage as a MERGE per table, one overwrite per table, no
+delete file left, crash-safe."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.lake_helpers import assert_lake_equals_upstream, lake_rows
+from ticdc_lakehouse.sim.workload import Workload, write_to_archive
+
+pytestmark = pytest.mark.spark
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _runs(seed: int, directory: Path) -> tuple[Workload, list[tuple[Path, int]]]:
+    """The sample tables, then three runs' worth of changes (inserts, then updates and deletes of the rows before
+    them): for each run the archive as it stood then (a copy: the log only grows) and its cut."""
+    import shutil
+
+    workload = Workload(seed=seed, partitions=3)
+    workload.create_sample_tables()
+    archive = directory / "archive"
+    runs = []
+    for run in range(3):
+        for i in range(30):
+            workload.transaction(4)
+            if i % 10 == 9:
+                workload.resolve()
+        workload.resolve(final=True)
+        write_to_archive(workload, archive, "ticdc", "open")
+        shutil.copytree(archive, directory / f"archive{run}")
+        runs.append((directory / f"archive{run}", workload.global_resolved_ts()))
+    return workload, runs
+
+
+def _backfill(spark, home: Path, catalog: str, archive: Path, **merge: object):
+    from ticdc_lakehouse.commands.pipeline import backfill
+    from ticdc_lakehouse.runtime.config import load_settings
+    from ticdc_lakehouse.runtime.spark_session import use_catalog
+
+    env = {"LAKEHOUSE_HOME": str(home), "LAKEHOUSE__CATALOG__NAME": catalog}
+    env.update({f"LAKEHOUSE__MERGE__{key.upper()}": str(value) for key, value in merge.items()})
+    settings = load_settings(env=env)
+    use_catalog(spark, settings)
+    return backfill(settings, archive, protocol="open", spark=spark)
+
+
+def _lineage(spark, name: str) -> dict[int, tuple]:
+    """Row id -> (the row, its last-updated sequence number)."""
+    frame = spark.sql(f"SELECT *, _row_id AS `_id`, _last_updated_sequence_number AS `_seq` FROM {name}")
+    return {row["_id"]: (tuple(row)[:-2], row["_seq"]) for row in frame.collect()}
+
+
+def _snapshot_at(spark, name: str, watermark: int) -> int:
+    return spark.sql(f"SELECT snapshot_id FROM {name}.snapshots WHERE summary['tidb.resolved-ts'] = '{watermark}' "
+                     "ORDER BY committed_at DESC LIMIT 1").collect()[0][0]
+
+
+def test_small_tables_are_rewritten_whole_with_the_merge_paths_rows_counts_and_lineage(spark_session, tmp_path):
+    workload, runs = _runs(31, tmp_path)
+    cut = runs[-1][1]
+    reports: dict[str, list] = {}
+    for way, catalog, limit in (("rewrite", "rw_a", 20_000), ("merge", "rw_m", 0)):
+        # run 1: every table new (appended); run 2: MERGEs (deletion vectors); run 3: rewritten, or MERGEd
+        reports[way] = [_backfill(spark_session, tmp_path / way, catalog, archive, rewrite_max_rows=rewrite)
+                        for (archive, _), rewrite in zip(runs, (0, 0, limit))]
+    assert_lake_equals_upstream(spark_session, workload, cut)  # the default catalog: the last one used
+    for name in workload.expected_json(cut):
+        table = name.split(".", 1)[1]
+        rewritten, merged = f"rw_a.{name}", f"rw_m.{name}"
+        assert spark_session.table(rewritten).schema == spark_session.table(merged).schema, name
+        order = ", ".join(f"`{c}`" for c in workload.state_at(cut)[table].primary_key)
+        assert lake_rows(spark_session, f"SELECT * FROM {rewritten} ORDER BY {order}") == lake_rows(
+            spark_session, f"SELECT * FROM {merged} ORDER BY {order}"), name
+        last = lake_rows(spark_session, f"SELECT operation, summary['tidb.resolved-ts'] AS ts FROM "
+                                        f"{rewritten}.snapshots ORDER BY committed_at DESC LIMIT 1")
+        assert last == [{"operation": "overwrite", "ts": str(cut)}], name
+        # the deletion vectors of run 2 went with the files they deleted from
+        assert lake_rows(spark_session, f"SELECT count(*) AS n FROM {merged}.delete_files")[0]["n"] > 0, name
+        assert lake_rows(spark_session, f"SELECT count(*) AS n FROM {rewritten}.delete_files")[0]["n"] == 0, name
+        # every row the table held before keeps its row id; untouched rows keep their sequence number too
+        before = _lineage(spark_session, f"{merged} VERSION AS OF {_snapshot_at(spark_session, merged, runs[1][1])}")
+        after_merge, after_rewrite = _lineage(spark_session, merged), _lineage(spark_session, rewritten)
+        kept = {row_id: entry for row_id, entry in after_merge.items() if row_id in before}
+        assert kept and {row_id: after_rewrite.get(row_id) for row_id in kept} == kept, name
+        # the run's report counts what lineage says changed: rows written (new, or a new sequence number), rows
+        # removed (gone, or rewritten by an update)
+        truth = (sum(1 for row_id, entry in after_merge.items() if before.get(row_id, (0, None))[1] != entry[1]),
+                 sum(1 for row_id, entry in before.items() if after_merge.get(row_id, (0, None))[1] != entry[1]))
+        for way, done in reports.items():
+            counts = done[2]["merge"]["tables"][name]
+            assert (counts["written"], counts["removed"]) == truth, (way, name)
+
+
+def test_a_rewrite_applies_deletes_inserts_and_partial_updates_as_the_merge_statement_does(spark, settings):
+    """Updates that carried only some columns (``only-output-updated-columns``, Simple, Debezium) keep the table's
+    value of the others: the join of ``rewritten_rows`` and ``flush.merge_sql`` give the same table."""
+    from ticdc_lakehouse.iceberg.columns import TargetColumn
+    from ticdc_lakehouse.iceberg.tables import TargetTable
+    from ticdc_lakehouse.merge.batch_rewrite import DROPPED, REMOVED, WRITTEN, lake_rows as lake_frame
+    from ticdc_lakehouse.merge.batch_rewrite import rewritten_rows
+    from ticdc_lakehouse.merge.flush import merge_sql
+    from ticdc_lakehouse.merge.table_events import TABLE_INDEX
+
+    columns = [TargetColumn("id", "int", "int", True), TargetColumn("a", "string", "varchar(9)"),
+               TargetColumn("b", "string", "varchar(9)"), TargetColumn("c", "int", "int")]
+    target = TargetTable("app", "merged", columns, [columns[0]], 0, True, True)
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS app")
+    for name in ("merged", "lake"):
+        spark.sql(f"CREATE TABLE app.{name} (id int NOT NULL, a string, b string, c int) USING iceberg "
+                  "TBLPROPERTIES ('format-version' = '3', 'write.merge.mode' = 'merge-on-read')")
+        spark.sql(f"INSERT INTO app.{name} VALUES (1, 'a1', 'b1', 1), (2, 'a2', 'b2', 2), (3, 'a3', 'b3', 3)")
+    # b went with every change; a and c did not (their _present_ flags say where they did)
+    changes = spark.createDataFrame([
+        ("U", 10, 1, "A1", "B1", None, True, False),  # a sent, c not: c keeps 1
+        ("D", 11, 2, None, None, None, False, False),
+        ("I", 12, 4, None, "b4", 40, False, True),  # a never sent for the new key: NULL, as the MERGE inserts
+        ("D", 13, 5, None, None, None, False, False),  # a key the table never had
+    ], "_op string, _commit_ts bigint, id int, a string, b string, c int, _present_1 boolean, _present_3 boolean")
+    changes.createOrReplaceTempView("partial_changes")
+    spark.sql(merge_sql(settings.catalog_name, target, "partial_changes", frozenset({"b"})))
+    rows = rewritten_rows(lake_frame([spark.table("app.lake")], columns),
+                          changes.withColumn(TABLE_INDEX, changes["id"] * 0), columns, [columns[0]], [1, 3])
+    kept = rows.filter(~rows[DROPPED]).select("id", "a", "b", "c").orderBy("id").collect()
+    assert [tuple(r) for r in kept] == [tuple(r) for r in spark.sql("SELECT * FROM app.merged ORDER BY id").collect()]
+    assert [tuple(r) for r in kept] == [(1, "A1", "B1", 1), (3, "a3", "b3", 3), (4, None, "b4", 40)]
+    totals = rows.groupBy().sum(WRITTEN, REMOVED).collect()[0]
+    assert tuple(totals) == (2, 2)  # written: the update and the insert; removed: the updated and deleted rows
+
+
+def test_a_crash_between_the_rewrite_and_its_commits_reruns_to_the_same_tables(spark_session, tmp_path):
+    workload, runs = _runs(37, tmp_path)
+    home = tmp_path / "home"
+    _backfill(spark_session, home, "rw_crash", runs[0][0])
+    before = set((home / "warehouse").rglob("*-lakehouse.parquet"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE")}
+    env.update(LAKEHOUSE_HOME=str(home), LAKEHOUSE__CATALOG__NAME="rw_crash",
+               LAKEHOUSE_FAULT_POINT="merge.before_append_commits")
+    killed = subprocess.run(
+        [sys.executable, "-m", "ticdc_lakehouse.commands.cli", "backfill", "--archive", str(runs[1][0]),
+         "--protocol", "open"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    written = set((home / "warehouse").rglob("*-lakehouse.parquet")) - before
+    assert written, "the job rewrote the tables' files before the crash"
+    _backfill(spark_session, home, "rw_crash", runs[1][0])
+    assert_lake_equals_upstream(spark_session, workload, runs[1][1])
+    for name in workload.expected_json(runs[1][1]):
+        operations = [r["operation"] for r in lake_rows(
+            spark_session, f"SELECT operation FROM rw_crash.{name}.snapshots ORDER BY committed_at")]
+        assert operations == ["append", "overwrite"], name
+        referenced = {r[0] for r in spark_session.sql(f"SELECT file_path FROM rw_crash.{name}.files").collect()}
+        assert not referenced & {f"file:{p}" for p in written} and not referenced & {str(p) for p in written}
+
+
+def test_the_row_lineage_fields_are_written_under_icebergs_own_names_and_ids(spark_session):
+    from ticdc_lakehouse.merge.batch_rewrite import LINEAGE_FIELD_IDS
+
+    columns = spark_session._jvm.org.apache.iceberg.MetadataColumns
+    fields = (columns.ROW_ID, columns.LAST_UPDATED_SEQUENCE_NUMBER)
+    assert LINEAGE_FIELD_IDS == {str(field.name()): int(field.fieldId()) for field in fields}
