@@ -268,6 +268,8 @@ def rewritten_frame(spark, catalog: str, plans: Sequence[AppendPlan], source):
     lake = lake_rows([spark.read.options(**{"versionAsOf": str(p.snapshot_id), "split-size": str(ONE_SPLIT_BYTES)})
                       .table(qualified(catalog, p.change.target.namespace, p.change.target.name)) for p in plans],
                      target.columns, plans[0].layout.row_lineage)
+    # a task per table reads a few rows: several tables a task (read one after the other) cost less in tasks
+    lake = lake.coalesce(max(1, spark.sparkContext.defaultParallelism))
     partial = partial_positions(target.columns, target.keys, change.always_sent)
     return rewritten_rows(lake, source, target.columns, target.keys, partial)
 
