@@ -71,8 +71,9 @@ def test_new_tables_take_one_write_job_and_equal_the_merge_path(spark_session, t
     assert report["merge"]["tables"], "the report counts the rows written"
 
     with monkeypatch.context() as patched:  # the same archive the MERGE way
-        for module in (table_commit, batch_flush, flush):
+        for module in (table_commit, flush):
             patched.setattr(module, "plan_append", lambda ji, change: None)
+        patched.setattr(batch_flush, "plan_write", lambda ji, change, rewrite_max_rows: None)
         _backfill(spark_session, tmp_path / "merged", "batch_m", archive)
     for name, frame in appended.items():
         merged = spark_session.table(f"batch_m.{name}")

@@ -1,4 +1,5 @@
-"""Add a table's written data files to an Iceberg append in one gateway call.
+"""Add a table's written data files to an Iceberg append, or to an overwrite replacing all of its files, in one
+gateway call.
 
 Why: the append path (``merge.table_commit``) commits files the Spark job wrote; describing each to Iceberg through
 py4j (a ``DataFiles`` builder, its path, size, row count and partition, then ``appendFile``) costs a dozen gateway
@@ -15,10 +16,12 @@ from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 from urllib.parse import quote
 
-#: the class body: ``add`` builds one ``DataFile`` per line of ``files``, writes them to one manifest in the calling
-#: thread (as the append would, in the table's metadata directory, with its manifest compression) and appends that
-#: manifest. Each line holds the file's path, size, row count, partition path (percent-encoded: paths and partition
-#: names come from upstream names) and whether to read full column metrics from its footer, separated by tabs.
+#: the class body: ``dataFiles`` builds one ``DataFile`` per line of ``files``; ``replaceAll`` adds them to an
+#: overwrite of the whole table (a table rewritten whole, ``merge.batch_rewrite``); ``add`` writes them to one manifest
+#: in the calling thread (as the append would, in the table's metadata directory, with its manifest compression) and
+#: appends that manifest. Each line holds the file's path, size, row count, partition path (percent-encoded: paths and
+#: partition names come from upstream names) and whether to read full column metrics from its footer, separated by
+#: tabs.
 #: Why the manifest: an append writes the manifests of its files in Iceberg's worker pool and polls the futures with
 #: a 10 ms sleep, which was a third of a small table's commit. A manifest added whole counts its files and rows in
 #: the snapshot summary but not their size, so ``add`` sets ``added-files-size`` (the summary's total follows).

@@ -14,19 +14,18 @@ from typing import Callable, Optional
 from ticdc_lakehouse.runtime.parallel import map_at_most
 from ticdc_lakehouse.merge import table_work
 from ticdc_lakehouse.merge.plan import table_key
-from ticdc_lakehouse.merge.table_commit import AppendPlan, append_tables, plan_append, plan_rewrite
+from ticdc_lakehouse.merge.table_commit import AppendPlan, append_tables, plan_write
 from ticdc_lakehouse.merge.value_checks import is_invalid_value_failure, reason_of
 
 log = logging.getLogger(__name__)
 
 
-def flush_empty_tables(ctx, tables: list[tuple[str, str]], upto_ts: int, parallelism: int,
+def flush_in_write_jobs(ctx, tables: list[tuple[str, str]], upto_ts: int, parallelism: int,
                        say: Optional[Callable[[str], None]] = None) -> list[tuple[str, str]]:
-    """Apply, up to ``upto_ts``, the rows of every table of ``tables`` that holds none in the lake yet (see
-    ``table_commit.appendable``) or at most ``merge.rewrite_max_rows`` (``table_commit.plan_rewrite``) with a few
-    write jobs and one commit per table; returns the tables left for the per-table flush. When a write job fails on
-    a value a table cannot store, nothing is committed and every table is left to the per-table flush, which sets
-    the value aside table by table."""
+    """Apply, up to ``upto_ts``, the rows of every table of ``tables`` that holds none in the lake yet or at most
+    ``merge.rewrite_max_rows`` (see ``table_commit.plan_write``) with a few write jobs and one commit per table;
+    returns the tables left for the per-table flush. When a write job fails on a value a table cannot store, nothing
+    is committed and every table is left to the per-table flush, which sets the value aside table by table."""
     with_rows = [name for name in tables if table_key(*name) in ctx.row_stats]
     if len(with_rows) < 2:
         return tables  # one table: its own flush takes the append path just as well
@@ -35,7 +34,7 @@ def flush_empty_tables(ctx, tables: list[tuple[str, str]], upto_ts: int, paralle
         change = table_work.change_range(ctx, name[0], name[1], upto_ts)
         if change is None or (change.after_ts is None and change.upto_ts <= change.target.watermark):
             return None
-        return plan_append(ctx.ji, change) or plan_rewrite(ctx.ji, change, ctx.settings.merge.rewrite_max_rows)
+        return plan_write(ctx.ji, change, ctx.settings.merge.rewrite_max_rows)
 
     planned = map_at_most(plan, with_rows, parallelism, "plan")
     chosen = {name: change for name, change in zip(with_rows, planned) if change is not None}

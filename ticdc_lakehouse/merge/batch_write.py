@@ -159,7 +159,7 @@ def writer_tasks(row_events: int) -> int:
 
 def _local_path(location: str) -> str:
     """The file-system path of a data file location (``file:/...`` or a bare path); object storage never takes
-    this path (``table_commit.appendable``)."""
+    this path (``table_commit.plan_write``)."""
     if location.startswith("file:"):
         location = location[len("file:"):]
         while location.startswith("//"):

@@ -41,7 +41,7 @@ from ticdc_lakehouse.landing.segments import known_partitions, landed_topics, li
 from ticdc_lakehouse.runtime.locks import changefeed_lock, driver_lock
 from ticdc_lakehouse.merge import table_work
 from ticdc_lakehouse.merge.ddl import apply as ddl_apply
-from ticdc_lakehouse.merge.batch_flush import flush_empty_tables
+from ticdc_lakehouse.merge.batch_flush import flush_in_write_jobs
 from ticdc_lakehouse.merge.below_cut import find_and_record
 from ticdc_lakehouse.merge.checkpointing import write_checkpoint
 from ticdc_lakehouse.merge.decode_stage import decode_landed, source_unavailable_in, stats_accumulator
@@ -189,8 +189,9 @@ def _merge_decoded(spark, settings: Settings, state: StateStore, run: DecodedRun
     tables = set(run.checkpoint.tables) | {f"{s}.{t}" for s, t in ctx.row_stats}
     ensure_callback_server(spark)  # started here, not raced by the first MERGEs of several threads
     phase = time.monotonic()
-    # tables new to the lake first: one write job for all of them (``batch_flush``); the rest one by one
-    final = flush_empty_tables(ctx, final_flush_tables(ctx, tables), cut.cut, settings.merge.parallel_tables, say)
+    # tables new to the lake and small ones first: a few write jobs for all of them (``batch_flush``); the rest
+    # one by one
+    final = flush_in_write_jobs(ctx, final_flush_tables(ctx, tables), cut.cut, settings.merge.parallel_tables, say)
     flush_concurrently(lambda schema, table, upto: table_work.flush(ctx, schema, table, upto),
                        final, cut.cut, settings.merge.parallel_tables, say, report, spark)
     ctx.ji.commit_all_staged()  # tables created in the run with no rows to commit them (``table_work.create``)

@@ -73,45 +73,30 @@ class AppendPlan:
 
 
 def plan_append(ji: JavaIceberg, change: ChangeRange) -> Optional[AppendPlan]:
-    """The append plan of a change range, or None when it must take a MERGE (see ``appendable``)."""
-    if not change.has_rows:
-        return None
-    jtable = ji.read_view(change.target.namespace, change.target.name)
-    layout = appendable(ji, jtable, change)
-    if layout is None:
-        return None
-    snapshot = jtable.currentSnapshot()
-    return AppendPlan(change, snapshot.snapshotId() if snapshot is not None else None, layout)
+    """The append plan of a change range into a table that holds no rows, or None (see ``plan_write``)."""
+    return plan_write(ji, change, rewrite_max_rows=0)
 
 
-def plan_rewrite(ji: JavaIceberg, change: ChangeRange, max_rows: int) -> Optional[AppendPlan]:
-    """The rewrite plan of a change range into a table holding at most ``max_rows`` rows (``merge.rewrite_max_rows``;
-    its snapshot's ``total-records``), or None when it must take a MERGE: keys that are never NULL, and a layout
-    the writer handles on a file system (see ``appendable``)."""
-    if not change.has_rows or not change.target.keys_required or max_rows <= 0:
+def plan_write(ji: JavaIceberg, change: ChangeRange, rewrite_max_rows: int) -> Optional[AppendPlan]:
+    """How the write jobs apply a change range, or None when it must take a MERGE: appended when its table holds no
+    rows, rewritten whole when it holds at most ``rewrite_max_rows`` (``merge.rewrite_max_rows``; its snapshot's
+    ``total-records``). Either needs rows to apply, a key that is never NULL, and a layout the writers handle on a
+    file system. The table is loaded once."""
+    if not change.has_rows or not change.target.keys_required:
         return None
     jtable = ji.read_view(change.target.namespace, change.target.name)
     snapshot = jtable.currentSnapshot()
-    if snapshot is None or table_records(snapshot) > max_rows:
+    snapshot_id = snapshot.snapshotId() if snapshot is not None else None
+    if holds_no_rows(jtable):
+        rows = None
+    elif snapshot is not None and table_records(snapshot) <= rewrite_max_rows:
+        rows = table_records(snapshot)
+    else:
         return None
-    layout = _writable_layout(ji, jtable)
-    return AppendPlan(change, snapshot.snapshotId(), layout, table_records(snapshot)) if layout is not None else None
-
-
-def appendable(ji: JavaIceberg, jtable, change: ChangeRange) -> Optional[TableLayout]:
-    """The table's layout when its change range may take the append path: rows to apply, a key that is never
-    NULL, no rows in the lake yet, and a layout the writer handles; else None."""
-    if not change.has_rows or not change.target.keys_required or not holds_no_rows(jtable):
-        return None
-    return _writable_layout(ji, jtable)
-
-
-def _writable_layout(ji: JavaIceberg, jtable) -> Optional[TableLayout]:
-    """The table's layout when the task-side writers can write its files, else None."""
     layout = table_layout(ji, jtable)
     if layout is None or on_object_storage(layout.data_dir):
         return None  # the task-side writer's uploads to an S3 API are not verified yet: MERGE there
-    return layout
+    return AppendPlan(change, snapshot_id, layout, rows)
 
 
 def on_object_storage(location: str) -> bool:
@@ -187,7 +172,7 @@ def commit_appends(ji: JavaIceberg, change: ChangeRange, snapshot_id: Optional[i
 
 def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[AppendPlan],
                   parallelism: int = 1) -> list[FlushResult]:
-    """Write the change ranges of tables that hold no rows (``plan_append``) or few (``plan_rewrite``), then commit
+    """Write the change ranges of tables that hold no rows or few (``plan_write``), then commit
     each table, twice ``parallelism`` at a time. A failure of the write (a value a table cannot store) raises before
     any commit.
 
