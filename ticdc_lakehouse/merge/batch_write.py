@@ -15,6 +15,10 @@ would insert. So:
 3. the driver commits each table's files in one append whose snapshot carries the watermark and the run's
    summary (see ``table_commit``), tables in parallel.
 
+Small tables that hold rows take the same jobs (``batch_rewrite``): their frame is the tables' rows after their
+change sets, which the writers write whole (counting the rows the changes wrote and removed), and each table's
+commit replaces all its files.
+
 The bucket of each row is Iceberg's own ``system.bucket`` function, evaluated by Spark, so files are split
 exactly as Iceberg partitions. A crash between the job and a table's commit leaves only unreferenced files
 (orphans, which ``lakehouse maintain`` removes); the rerun writes the table again, or skips it when its watermark
