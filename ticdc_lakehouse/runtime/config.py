@@ -151,8 +151,9 @@ class MergeSection(Section):
     #: tables holding fewer rows take a MERGE even where the staged way applies (see ``merge.flush``)
     staged_min_rows: int = 100_000
     #: tables holding at most this many rows are rewritten whole by the run's write jobs, not MERGEd one by one
-    #: (see ``merge.batch_rewrite``; 0: never)
-    rewrite_max_rows: int = 20_000
+    #: (see ``merge.batch_rewrite``; 0: never). Each rewrite's replaced files stay until their snapshots expire:
+    #: the bound keeps that copy small
+    rewrite_max_rows: int = 10_000
     target_file_size_bytes: int = 134217728
     on_undecodable: str = "dead-letter"  # one of UNDECODABLE_MODES
 
