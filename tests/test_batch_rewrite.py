@@ -5,6 +5,7 @@ delete file left, crash-safe."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,10 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _runs(seed: int, directory: Path) -> tuple[Workload, list[tuple[Path, int]]]:
-    """The sample tables, then three runs' worth of changes (inserts, then updates and deletes of the rows before
-    them): for each run the archive as it stood then (a copy: the log only grows) and its cut."""
-    import shutil
-
+    """The sample tables, then three runs' worth of changes (inserts, updates and deletes): for each run the archive
+    as it stood then (a copy: the log only grows) and its cut."""
     workload = Workload(seed=seed, partitions=3)
     workload.create_sample_tables()
     archive = directory / "archive"
