@@ -36,6 +36,8 @@ WRITTEN = "_lakehouse_written"
 REMOVED = "_lakehouse_removed"
 #: true on a row a delete removed: counted, never written
 DROPPED = "_lakehouse_dropped"
+#: the columns a rewrite's rows carry to the writer beside the table's own (and the lineage fields, if any)
+CARRIED = (TABLE_INDEX, WRITTEN, REMOVED, DROPPED)
 #: Iceberg's row-lineage fields (format v3) and their reserved field ids (``MetadataColumns``)
 ROW_ID = "_row_id"
 LAST_UPDATED = "_last_updated_sequence_number"

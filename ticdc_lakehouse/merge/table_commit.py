@@ -27,7 +27,7 @@ from ticdc_lakehouse.merge.batch_write import (
     write_files,
     write_job_settings,
 )
-from ticdc_lakehouse.merge.batch_rewrite import DROPPED, REMOVED, WRITTEN, lake_rows, rewritten_rows
+from ticdc_lakehouse.merge.batch_rewrite import CARRIED, lake_rows, rewritten_rows
 from ticdc_lakehouse.merge.change_range import ChangeRange, FlushResult
 from ticdc_lakehouse.merge.changes import partial_positions, tables_change_set
 from ticdc_lakehouse.merge.table_events import TABLE_INDEX, TableRange
@@ -87,12 +87,9 @@ def plan_write(ji: JavaIceberg, change: ChangeRange, rewrite_max_rows: int) -> O
     jtable = ji.read_view(change.target.namespace, change.target.name)
     snapshot = jtable.currentSnapshot()
     snapshot_id = snapshot.snapshotId() if snapshot is not None else None
-    if holds_no_rows(jtable):
-        rows = None
-    elif snapshot is not None and table_records(snapshot) <= rewrite_max_rows:
-        rows = table_records(snapshot)
-    else:
-        return None
+    rows = None if holds_no_rows(jtable) else table_records(snapshot)
+    if rows is not None and (rewrite_max_rows <= 0 or rows > rewrite_max_rows):
+        return None  # 0 or less: never rewritten, however few its rows
     layout = table_layout(ji, jtable)
     if layout is None or on_object_storage(layout.data_dir):
         return None  # the task-side writer's uploads to an S3 API are not verified yet: MERGE there
@@ -115,11 +112,7 @@ def commit_rewrite(ji: JavaIceberg, change: ChangeRange, snapshot_id: Optional[i
         return FlushResult(change.label, change.lower, change.upto_ts, False)
     overwrite = ji.in_calling_thread(jtable.newOverwrite())
     replace_all_files(ji.jvm, overwrite, jtable, _entries(jtable, files))
-    for key, value in change.properties().items():
-        overwrite = overwrite.set(key, str(value))
-    overwrite.commit()
-    change.target.watermark = max(change.target.watermark, change.upto_ts)
-    fault_point("merge.after_table_commit")
+    _commit_with_watermark(ji, overwrite, change)
     return FlushResult(change.label, change.lower, change.upto_ts, True, sum(c.written for c in counts),
                        sum(c.removed for c in counts))
 
@@ -154,20 +147,25 @@ def commit_appends(ji: JavaIceberg, change: ChangeRange, snapshot_id: Optional[i
     """Commit one table's written files with its watermark in one append snapshot.
 
     ``snapshot_id``: the table's snapshot when it was judged empty (see ``_table_to_commit``)."""
-    target = change.target
     jtable = _table_to_commit(ji, change, snapshot_id, "its rows were written")
     if jtable is None:
         return FlushResult(change.label, change.lower, change.upto_ts, False)
     append = ji.in_calling_thread(jtable.newFastAppend())
     add_files(ji.jvm, append, jtable, _entries(jtable, files))
-    written = sum(file.rows for file in files)
+    _commit_with_watermark(ji, append, change)
+    return FlushResult(change.label, change.lower, change.upto_ts, True, sum(file.rows for file in files), 0)
+
+
+def _commit_with_watermark(ji: JavaIceberg, update, change: ChangeRange) -> None:
+    """Commit ``update`` (an append or overwrite of the change's table) with the range's watermark and the run's
+    summary on its snapshot, then the table's staged create if it has one (a table created in this run commits with
+    its rows), and move the watermark the run knows."""
     for key, value in change.properties().items():
-        append = append.set(key, str(value))
-    append.commit()
-    ji.commit_staged(target.namespace, target.name)
-    target.watermark = max(target.watermark, change.upto_ts)
+        update = update.set(key, str(value))
+    update.commit()
+    ji.commit_staged(change.target.namespace, change.target.name)
+    change.target.watermark = max(change.target.watermark, change.upto_ts)
     fault_point("merge.after_table_commit")
-    return FlushResult(change.label, change.lower, change.upto_ts, True, written, 0)
 
 
 def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[AppendPlan],
@@ -204,7 +202,7 @@ def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[
         layout = plans[members[0]].layout
         if plans[members[0]].rewrite:
             frame = spread(rewritten_frame(spark, catalog, [plans[i] for i in members], source), catalog, layout,
-                           REWRITE_COLUMNS, row_events(members))
+                           CARRIED, row_events(members))
         else:
             frame = images(source, catalog, [c.name for c in target.columns], layout, row_events(members))
         return members, frame, [plans[i].layout for i in members]
@@ -262,9 +260,6 @@ def rewritten_frame(spark, catalog: str, plans: Sequence[AppendPlan], source):
 #: the read split of a rewritten table: its whole (a task per table, not Iceberg's adaptive split of a small table
 #: into the session's parallelism: four tasks of a few rows each)
 ONE_SPLIT_BYTES = 1 << 40
-
-#: the columns a rewrite's rows carry to the writer beside the table's own (``batch_rewrite``)
-REWRITE_COLUMNS = (TABLE_INDEX, WRITTEN, REMOVED, DROPPED)
 
 
 def _shape(plan: AppendPlan) -> tuple:
