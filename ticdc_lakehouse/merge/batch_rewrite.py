@@ -6,7 +6,7 @@ grew with its number of tables. A small table is cheaper to rewrite: its rows (r
 against) meet its change set in one join, and the result is exactly what the MERGE would leave. Tables of one layout
 share one frame (``changes.tables_change_set``, the lake rows of each with its ``TABLE_INDEX``), so the driver plans
 one frame per layout and the writers of ``batch_write`` write them all in one job; the driver then commits each
-table's new files in one overwrite (``table_commit.commit_rewrite``).
+table's new files in one overwrite (``table_commit.commit_written``).
 
 The join follows ``flush.merge_sql`` exactly: a delete removes its key; an upsert takes the change's value of every
 column, except a column some change did not carry (``changes.partial_positions``), which keeps the table's value

@@ -102,19 +102,28 @@ def on_object_storage(location: str) -> bool:
     return bool(found) and scheme not in ("file", "hdfs")
 
 
-def commit_rewrite(ji: JavaIceberg, change: ChangeRange, snapshot_id: Optional[int], files: Sequence[WrittenFile],
+def commit_written(ji: JavaIceberg, plan: AppendPlan, files: Sequence[WrittenFile],
                    counts: Sequence[TableCounts]) -> FlushResult:
-    """Commit a table rewritten whole (``batch_rewrite``): every file it referenced at ``snapshot_id`` (data and
-    delete files) replaced by ``files``, with its watermark, in one overwrite snapshot (see ``_table_to_commit``).
-    ``counts``: the writers' counts of the rows the changes wrote and removed."""
-    jtable = _table_to_commit(ji, change, snapshot_id, "it was rewritten")
+    """Commit one table's written files with its watermark in one snapshot: an append of its images to a table that
+    held no rows, or for a rewrite (``batch_rewrite``) an overwrite replacing every file the table referenced at the
+    plan's snapshot, data and delete files (see ``_table_to_commit`` for the guards). ``counts``: a rewrite's rows
+    its changes wrote and removed, as the writers counted them."""
+    change = plan.change
+    jtable = _table_to_commit(ji, change, plan.snapshot_id,
+                              "it was rewritten" if plan.rewrite else "its rows were written")
     if jtable is None:
         return FlushResult(change.label, change.lower, change.upto_ts, False)
-    overwrite = ji.in_calling_thread(jtable.newOverwrite())
-    replace_all_files(ji.jvm, overwrite, jtable, _entries(jtable, files))
-    _commit_with_watermark(ji, overwrite, change)
-    return FlushResult(change.label, change.lower, change.upto_ts, True, sum(c.written for c in counts),
-                       sum(c.removed for c in counts))
+    entries = _entries(jtable, files)
+    if plan.rewrite:
+        update = ji.in_calling_thread(jtable.newOverwrite())
+        replace_all_files(ji.jvm, update, jtable, entries)
+        written, removed = sum(c.written for c in counts), sum(c.removed for c in counts)
+    else:
+        update = ji.in_calling_thread(jtable.newFastAppend())
+        add_files(ji.jvm, update, jtable, entries)
+        written, removed = sum(file.rows for file in files), 0
+    _commit_with_watermark(ji, update, change)
+    return FlushResult(change.label, change.lower, change.upto_ts, True, written, removed)
 
 
 def _table_to_commit(ji: JavaIceberg, change: ChangeRange, snapshot_id: Optional[int], doing: str):
@@ -140,20 +149,6 @@ def _entries(jtable, files: Sequence[WrittenFile]) -> list[FileEntry]:
                       f"{partition_name}={file.bucket}" if partition_name is not None else None,
                       file.rows >= FULL_METRICS_ROWS)
             for file in files]
-
-
-def commit_appends(ji: JavaIceberg, change: ChangeRange, snapshot_id: Optional[int],
-                   files: Sequence[WrittenFile]) -> FlushResult:
-    """Commit one table's written files with its watermark in one append snapshot.
-
-    ``snapshot_id``: the table's snapshot when it was judged empty (see ``_table_to_commit``)."""
-    jtable = _table_to_commit(ji, change, snapshot_id, "its rows were written")
-    if jtable is None:
-        return FlushResult(change.label, change.lower, change.upto_ts, False)
-    append = ji.in_calling_thread(jtable.newFastAppend())
-    add_files(ji.jvm, append, jtable, _entries(jtable, files))
-    _commit_with_watermark(ji, append, change)
-    return FlushResult(change.label, change.lower, change.upto_ts, True, sum(file.rows for file in files), 0)
 
 
 def _commit_with_watermark(ji: JavaIceberg, update, change: ChangeRange) -> None:
@@ -230,10 +225,7 @@ def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[
     fault_point("merge.before_append_commits")
 
     def commit(index: int) -> FlushResult:
-        plan = plans[index]
-        if plan.rewrite:
-            return commit_rewrite(ji, plan.change, plan.snapshot_id, files[index], counts[index])
-        return commit_appends(ji, plan.change, plan.snapshot_id, files[index])
+        return commit_written(ji, plans[index], files[index], counts[index])
 
     return map_at_most(commit, range(len(plans)), commits_at_once(parallelism), "commit")
 
