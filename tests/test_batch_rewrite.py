@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.lake_helpers import assert_lake_equals_upstream, lake_rows
+from tests.lake_helpers import assert_lake_equals_upstream, backfill_open_protocol_runs, lake_rows
+from ticdc_lakehouse.core.model import INSERT, UPDATE, DDLEvent, Position, ResolvedEvent, RowChange
 from ticdc_lakehouse.sim.workload import Workload, write_to_archive
 
 pytestmark = pytest.mark.spark
@@ -163,3 +164,32 @@ def test_the_row_lineage_fields_are_written_under_icebergs_own_names_and_ids(spa
     columns = spark_session._jvm.org.apache.iceberg.MetadataColumns
     fields = (columns.ROW_ID, columns.LAST_UPDATED_SEQUENCE_NUMBER)
     assert LINEAGE_FIELD_IDS == {str(field.name()): int(field.fieldId()) for field in fields}
+
+
+def test_a_value_a_small_table_cannot_store_is_a_dead_letter_and_the_rest_of_the_run_applies(spark, settings,
+                                                                                              tmp_path):
+    """In a steady-state run the rewrite's job fails on the value before any commit; every table then takes its
+    own flush, which sets the bad event aside (topic, partition, offset, reason) and applies the others."""
+    at = Position("t", 0, 0)
+    types = {"id": "int", "amount": "decimal(5,2)"}
+
+    def row(table, ts, op, values, before=None):
+        return RowChange("app", table, ts, op, values, before, ("id",), types, at)
+
+    first = [DDLEvent("app", "", 100, "CREATE DATABASE app", "CREATE_SCHEMA", at)]
+    first += [DDLEvent("app", t, 101 + i, f"CREATE TABLE app.{t} (id INT PRIMARY KEY, amount DECIMAL(5,2))",
+                       "CREATE_TABLE", at) for i, t in enumerate(("a", "b"))]
+    first += [row(t, 110 + i, INSERT, {"id": str(i), "amount": "1.00"}) for t in ("a", "b") for i in range(3)]
+    second = [row("a", 210, UPDATE, {"id": "0", "amount": "12345.67"}, {"id": "0", "amount": "1.00"}),  # too wide
+              row("a", 211, UPDATE, {"id": "1", "amount": "2.00"}, {"id": "1", "amount": "1.00"}),
+              row("b", 212, UPDATE, {"id": "2", "amount": "3.00"}, {"id": "2", "amount": "1.00"}),
+              ResolvedEvent(300, at)]
+    first.append(ResolvedEvent(200, at))
+    backfill_open_protocol_runs(spark, settings, tmp_path / "archive", first, second)
+    assert lake_rows(spark, "SELECT id, CAST(amount AS STRING) AS amount FROM app.a ORDER BY id") == [
+        {"id": 0, "amount": "1.00"}, {"id": 1, "amount": "2.00"}, {"id": 2, "amount": "1.00"}]
+    assert lake_rows(spark, "SELECT id, CAST(amount AS STRING) AS amount FROM app.b ORDER BY id") == [
+        {"id": 0, "amount": "1.00"}, {"id": 1, "amount": "1.00"}, {"id": 2, "amount": "3.00"}]
+    dead = lake_rows(spark, "SELECT topic, partition, offset, error FROM _lakehouse.dead_letters")
+    assert [(d["topic"], d["partition"], d["offset"]) for d in dead] == [("t", 0, len(first))]  # its offset
+    assert "12345.67" in dead[0]["error"] and "decimal(5,2)" in dead[0]["error"]
