@@ -38,7 +38,9 @@ def _backfill(spark, home: Path, catalog: str, archive: Path):
     from ticdc_lakehouse.commands.pipeline import backfill
     from ticdc_lakehouse.runtime.spark_session import use_catalog
 
-    settings = load_settings(env={"LAKEHOUSE_HOME": str(home), "LAKEHOUSE__CATALOG__NAME": catalog})
+    # every table bucketed however few its rows: the writers' buckets are what these tests check
+    settings = load_settings(env={"LAKEHOUSE_HOME": str(home), "LAKEHOUSE__CATALOG__NAME": catalog,
+                                  "LAKEHOUSE__MERGE__BUCKET_MIN_ROWS": "0"})
     use_catalog(spark, settings)
     return backfill(settings, archive, protocol="open", spark=spark)
 

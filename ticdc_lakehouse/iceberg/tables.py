@@ -57,6 +57,10 @@ class TargetTable:
     #: the keys are Iceberg identifier fields, which are required: never NULL, so the MERGE can join with a plain
     #: ``=`` (which keeps the change set's partitioning) instead of the null-safe ``<=>`` a keyless table needs
     keys_required: bool = False
+    #: the table's current partition spec has a field (a bucket of its first key, as this product creates it)
+    partitioned: bool = False
+    #: the rows its current snapshot's data files hold (``total-records``; deleted rows still count), 0 for none
+    rows: int = 0
 
     def column(self, name: str) -> Optional[TargetColumn]:
         lowered = name.lower()
@@ -92,7 +96,33 @@ def describe(ji: JavaIceberg, schema: str, table: str) -> TargetTable:
     keys = [c for c in columns if c.name.lower() in identifier]
     staged = ji.staged_watermark(namespace, name)
     watermark = staged if staged is not None else watermark_of(jtable)
-    return TargetTable(namespace, name, columns, keys or list(columns), watermark, True, bool(keys))
+    snapshot = jtable.currentSnapshot()
+    rows = int(snapshot.summary().get("total-records") or 0) if snapshot is not None else 0
+    return TargetTable(namespace, name, columns, keys or list(columns), watermark, True, bool(keys),
+                       not jtable.spec().isUnpartitioned(), rows)
+
+
+def buckets_for(bucket_count: int, bucket_min_rows: int, rows: int) -> int:
+    """The buckets a keyed table is partitioned into when it holds (or is about to hold) ``rows`` rows: the
+    configured ``bucket_count`` from ``bucket_min_rows`` rows on, else none (0: unpartitioned).
+
+    Why: buckets let a MERGE into a big table join by bucket and write its deletes file by file, but every write
+    gives each bucket a file of its own. A table of a few hundred rows written as 16 files of a dozen rows each,
+    every run, is what most tables of a changefeed of hundreds would be: thousands of tiny files a run, for
+    readers and the catalog to carry. Such a table is unpartitioned until it grows (``add_buckets``)."""
+    return bucket_count if bucket_count > 0 and rows >= bucket_min_rows else 0
+
+
+def add_buckets(ji: JavaIceberg, target: TargetTable, bucket_count: int) -> None:
+    """Partition an unpartitioned keyed table by ``bucket_count`` buckets of its first key column from now on,
+    as ``create_table`` partitions a big one (Iceberg's partition evolution: one metadata commit, no snapshot, no
+    file rewritten). Its earlier files keep the unpartitioned spec and stay readable and deletable as they are;
+    the next rewrite of a small table, or ``lakehouse maintain``'s compaction of small files, puts their rows in
+    buckets."""
+    jtable = ji.load(target.namespace, target.name)
+    key = target.keys[0].name
+    term = ji.java("org.apache.iceberg.expressions.Expressions").bucket(key, bucket_count)
+    jtable.updateSpec().addField(f"{key}_bucket", term).commit()
 
 
 #: Iceberg format of the tables this version creates: v3, whose merge-on-read deletes are deletion vectors (one
@@ -131,9 +161,9 @@ def create_table(
 ) -> None:
     """Create the Iceberg table for an upstream schema, atomically with its first watermark snapshot.
 
-    Partitioned by a bucket of the first key column, so a merge rewrites only the buckets its keys fall in.
-    Key columns are required and become Iceberg identifier fields. ``staged``: committed with the table's first
-    rows (``JavaIceberg.create_table``).
+    Partitioned by ``bucket_count`` buckets of the first key column (0: unpartitioned; see ``buckets_for``), so
+    a merge rewrites only the buckets its keys fall in. Key columns are required and become Iceberg identifier
+    fields. ``staged``: committed with the table's first rows (``JavaIceberg.create_table``).
     """
 
     namespace, name = ji.resolve(table_schema.schema, table_schema.table)

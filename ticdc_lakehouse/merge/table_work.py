@@ -13,7 +13,14 @@ import time
 from typing import Optional
 
 from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY
-from ticdc_lakehouse.iceberg.tables import CREATED_FROM_PROPERTY, TargetTable, create_table, schema_from_row_types
+from ticdc_lakehouse.iceberg.tables import (
+    CREATED_FROM_PROPERTY,
+    TargetTable,
+    add_buckets,
+    buckets_for,
+    create_table,
+    schema_from_row_types,
+)
 from ticdc_lakehouse.merge.table_events import table_rows
 from ticdc_lakehouse.merge.change_range import ChangeRange, FlushResult
 from ticdc_lakehouse.merge.flush import flush_table
@@ -51,6 +58,8 @@ def change_range(ctx: RunContext, schema: str, table: str, upto_ts: int, create_
     after_ts = None if ctx.resolved_mode else -1
     if stats and create_missing:  # the final flush: every DDL up to the cut is applied
         target = add_columns_rows_carry(ctx, schema, table, target, stats, upto_ts)
+    if stats:
+        target = bucket_when_grown(ctx, schema, table, target, stats.rows)
     lower = target.watermark if after_ts is None else after_ts
     rows_in_range = has_rows(ctx, key, lower, upto_ts) if stats else False
     names = (stats.schema, stats.table) if stats else (schema, table)
@@ -161,12 +170,35 @@ def add_columns_rows_carry(ctx: RunContext, schema: str, table: str, target: Tar
     return ctx.target(schema, table, refresh=True)
 
 
+def bucket_when_grown(ctx: RunContext, schema: str, table: str, target: TargetTable, row_events: int
+                      ) -> TargetTable:
+    """The table, partitioned by its configured buckets first when it is unpartitioned and its rows and the
+    run's ``row_events`` for it reach ``merge.bucket_min_rows`` (``iceberg.tables.buckets_for``), so this run's
+    write already goes into buckets. A table created in this run is left as its creation chose (from the same
+    rows); a keyless table, or one configured with ``bucket_count = 0``, is never bucketed."""
+    if (not target.exists or target.partitioned or not target.keys_required
+            or ctx.ji.staged_watermark(target.namespace, target.name) is not None):
+        return target
+    options = ctx.settings.table_merge(schema, table)
+    buckets = buckets_for(options.bucket_count, options.bucket_min_rows, target.rows + row_events)
+    if not buckets:
+        return target
+    add_buckets(ctx.ji, target, buckets)
+    log.info("%s.%s: partitioned by %d buckets of %s from now on (%d rows and %d row events this run)",
+             schema, table, buckets, target.keys[0].name, target.rows, row_events)
+    return ctx.target(schema, table, refresh=True)
+
+
 def create(ctx: RunContext, table_schema: TableSchema, watermark: int, summary: dict[str, str]) -> TargetTable:
-    """Create a lake table with its configured write mode and bucketing, its first snapshot at ``watermark``.
+    """Create a lake table with its configured write mode, its first snapshot at ``watermark``; bucketed when
+    the run brings it at least ``merge.bucket_min_rows`` row events (``iceberg.tables.buckets_for``: a table that
+    grows later is bucketed then, ``bucket_when_grown``).
 
     Staged (``JavaIceberg.create_table``): its catalog commit waits for its first rows, or for anything else
     that uses it, or for the end of the run's flushes (``engine``), whichever comes first."""
     schema, table = table_schema.schema, table_schema.table
-    create_table(ctx.ji, table_schema, ctx.changefeed, watermark, *ctx.settings.table_layout(schema, table), summary,
-                 staged=True)
+    options = ctx.settings.table_merge(schema, table)
+    stats = ctx.row_stats.get(table_key(schema, table))
+    buckets = buckets_for(options.bucket_count, options.bucket_min_rows, stats.rows if stats else 0)
+    create_table(ctx.ji, table_schema, ctx.changefeed, watermark, options.write_mode, buckets, summary, staged=True)
     return ctx.target(schema, table, refresh=True)

@@ -146,6 +146,10 @@ class MergeSection(Section):
 
     write_mode: str = "merge-on-read"  # per table override in [tables."schema.table"]
     bucket_count: int = 16
+    #: a table is partitioned by ``bucket_count`` buckets of its first key column once it holds (or a run brings
+    #: it) at least this many rows; smaller ones stay unpartitioned: one file per write, not one per bucket (see
+    #: ``iceberg.tables.buckets_for``; 0: every keyed table is bucketed when created)
+    bucket_min_rows: int = 100_000
     lock_timeout_seconds: float = 0
     parallel_tables: int = 4  # tables applied at once in the final flush of a run (1: one after the other)
     #: tables holding fewer rows take a MERGE even where the staged way applies (see ``merge.flush``)
