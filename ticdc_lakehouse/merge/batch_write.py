@@ -400,13 +400,11 @@ def write_job_settings(spark, row_events: Optional[int]) -> Iterator[None]:
     with the square of the frames (measured: most of a 204-table run's driver time). Without it nothing
     coalesces small shuffles, so the shuffles get one partition per ``EVENTS_PER_PARTITION`` of the run's
     ``row_events`` (at most the session's ``spark.sql.shuffle.partitions``)."""
-    adaptive = spark.conf.get("spark.sql.adaptive.enabled")
-    partitions = spark.conf.get("spark.sql.shuffle.partitions")
-    spark.conf.set("spark.sql.adaptive.enabled", "false")
+    from ticdc_lakehouse.runtime.spark_session import ADAPTIVE, session_conf
+
+    values = {ADAPTIVE: "false"}
     if row_events is not None:
-        spark.conf.set("spark.sql.shuffle.partitions", str(min(int(partitions), writer_tasks(row_events))))
-    try:
+        partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+        values["spark.sql.shuffle.partitions"] = str(min(partitions, writer_tasks(row_events)))
+    with session_conf(spark, values):
         yield
-    finally:
-        spark.conf.set("spark.sql.adaptive.enabled", adaptive)
-        spark.conf.set("spark.sql.shuffle.partitions", partitions)

@@ -34,6 +34,7 @@ from ticdc_lakehouse.decode import DecoderOptions
 from ticdc_lakehouse.decode.protocols import PROTOCOLS_WITH_MISSING_TS, resolved_ts_sink_option, uses_resolved_ts
 from ticdc_lakehouse.runtime.faults import fault_point
 from ticdc_lakehouse.runtime.parallel import map_at_most
+from ticdc_lakehouse.runtime.spark_session import ADAPTIVE, session_conf
 from ticdc_lakehouse.iceberg.commit import callback_session, ensure_callback_server
 from ticdc_lakehouse.iceberg.java_api import JavaIceberg
 from ticdc_lakehouse.landing.quarantine import SegmentQuarantined, check_landed, quarantine, unreadable_segment_in
@@ -130,7 +131,8 @@ def run_merge(
         try:
             try:
                 phase = time.monotonic()
-                with spark_tasks(spark, progress, "decoding"):
+                # one job: adaptive execution would fill the cache in a job of its own, then scan it again to count
+                with spark_tasks(spark, progress, "decoding"), session_conf(spark, {ADAPTIVE: "false"}):
                     events.count()  # decodes into the cache; the tasks' aggregates arrive in ``collected``
                 report.phases["decode"] = round(time.monotonic() - phase, 3)
             except Exception as exc:

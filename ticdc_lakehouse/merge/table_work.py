@@ -105,12 +105,16 @@ def record(ctx: RunContext, result: FlushResult, key: TableKey, seconds: float) 
 
 def has_rows(ctx: RunContext, key: TableKey, lower: int, upto_ts: int) -> bool:
     """Whether the table has rows with ``lower < commit_ts <= upto_ts``, so a DDL barrier with nothing before
-    it costs no MERGE. The decode tasks' min/max ts answer most questions; a range cutting into them (a table
-    with rows on both sides of a DDL) asks the cached events once."""
+    it costs no MERGE. The decode tasks' min/max ts answer most questions: none in the range, or the first or
+    the last of them in it (a TRUNCATE or column DDL mid-run: the rows above it include the last). Only a range
+    strictly inside them asks the cached events, once. A ts the decoder made up is 0 until the merge fills it
+    (``made_up_ts``): a table with such rows is not answered from its 0."""
     stats = ctx.row_stats.get(key)
     if not stats or stats.max_ts <= lower or stats.min_ts > upto_ts:
         return False
     if lower < stats.min_ts and stats.max_ts <= upto_ts:
+        return True
+    if stats.min_ts > 0 and (lower < stats.min_ts <= upto_ts or lower < stats.max_ts <= upto_ts):
         return True
     question = (key, lower, upto_ts)
     if question not in ctx.range_checks:

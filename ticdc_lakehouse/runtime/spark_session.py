@@ -13,9 +13,10 @@ from __future__ import annotations
 import glob
 import os
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Iterator, Mapping, Optional
 
 from ticdc_lakehouse import PROJECT_ROOT
 from ticdc_lakehouse.runtime.config import Settings
@@ -197,7 +198,7 @@ def spark_plan(settings: Settings, app_name: Optional[str] = None) -> SparkPlan:
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
-        "spark.sql.adaptive.enabled": "true",
+        ADAPTIVE: "true",
         # The decoded events are cached once per run and scanned by every MERGE: compressing the cache cost a
         # quarter of the decode stage's time, and the cache spills to disk when memory is short anyway.
         "spark.sql.inMemoryColumnarStorage.compressed": "false",
@@ -208,6 +209,11 @@ def spark_plan(settings: Settings, app_name: Optional[str] = None) -> SparkPlan:
         "spark.sql.icu.caseMappings.enabled": "false",
         # pyspark's worker daemon on a search path a task does not re-read (about 0.13 s a Python task saved)
         "spark.python.daemon.module": PYTHON_DAEMON_MODULE,
+        # pyspark 4 records the Python call site of every Column and DataFrame call in the JVM (for the "query
+        # context" of an error): 8-20 gateway calls and a walk of the Python stack for each, where the call
+        # itself is one or two. The merge builds its change sets from thousands of such calls; its errors name
+        # what failed on their own (``value_checks``)
+        "spark.python.sql.dataFrameDebugging.enabled": "false",
     }
     if local:
         # A local session talks to itself only: stay on loopback whatever the host name resolves to.
@@ -308,6 +314,27 @@ def get_spark(settings: Settings, app_name: Optional[str] = None) -> "SparkSessi
     apply_secrets(spark, plan)
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+#: Spark's adaptive query execution: on for the session, off for steps that measured better without it
+ADAPTIVE = "spark.sql.adaptive.enabled"
+
+
+@contextmanager
+def session_conf(spark, values: Mapping[str, str]) -> Iterator[None]:
+    """The session's SQL settings ``values`` while the block runs, the previous ones after it. They are the
+    session's, seen by every thread: for steps that run alone, or whose side-by-side jobs all want them."""
+    previous = {key: spark.conf.get(key, None) for key in values}
+    for key, value in values.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 def prepare_local_state(settings: Settings) -> None:

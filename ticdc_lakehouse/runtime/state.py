@@ -89,6 +89,9 @@ class StateStore:
         self.spark = spark
         self.catalog = catalog
         self._ensured = False
+        #: the control tables this store created (a deployment's first run): they hold no row of the changefeed
+        #: it reads, so reading them is skipped (see ``_new``)
+        self._created: set[str] = set()
 
     def table(self, name: str) -> str:
         return f"{quote(self.catalog)}.{quote(NAMESPACE)}.{quote(name)}"
@@ -103,16 +106,23 @@ class StateStore:
 
         wanted = (("checkpoints", CHECKPOINTS_DDL), ("dead_letters", DEAD_LETTERS_DDL), ("halted", HALTED_DDL),
                   ("held", HELD_DDL), ("below_cut", BELOW_CUT_DDL))
-        if all(ji.table_exists(NAMESPACE, name) for name, _ in wanted):
-            self._ensured = True
-            return
-        self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote(self.catalog)}.{quote(NAMESPACE)}")
-        for name, ddl in wanted:
+        missing = [(name, ddl) for name, ddl in wanted if not ji.table_exists(NAMESPACE, name)]
+        if missing:
+            self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote(self.catalog)}.{quote(NAMESPACE)}")
+        for name, ddl in missing:
             self.spark.sql(
                 f"CREATE TABLE IF NOT EXISTS {self.table(name)} ({ddl}) USING iceberg "
                 f"TBLPROPERTIES ('format-version'='{iceberg_tables.FORMAT_VERSION}')"
             )
+        self._created = {name for name, _ in missing}
         self._ensured = True
+
+    def _new(self, name: str, changefeed: Optional[str]) -> bool:
+        """Whether control table ``name`` holds no row of ``changefeed`` because this store just created it: a
+        changefeed's rows are written only by the holder of its lock (this run), so a deployment's first run
+        reads nothing back (a Spark query each). False without a changefeed (other changefeeds' rows)."""
+        self.ensure()
+        return changefeed is not None and name in self._created
 
     # -- checkpoints -------------------------------------------------------------------------------------
     def checkpoints(self, changefeed: str) -> list[Checkpoint]:
@@ -126,7 +136,8 @@ class StateStore:
         return [self._checkpoint(row) for row in rows]
 
     def latest_checkpoint(self, changefeed: str) -> Checkpoint:
-        self.ensure()
+        if self._new("checkpoints", changefeed):
+            return Checkpoint(changefeed)
         rows = (
             self.spark.table(self.table("checkpoints"))
             .filter(f"changefeed = '{_escape(changefeed)}'")
@@ -164,6 +175,7 @@ class StateStore:
             checkpoint.protocol,
         )
         frame = local_frame(self.spark, [row], CHECKPOINTS_DDL)
+        self._created.discard("checkpoints")  # read from now on
         frame.writeTo(self.table("checkpoints")).append()
 
     # -- dead letters ------------------------------------------------------------------------------------
@@ -224,7 +236,8 @@ class StateStore:
 
     # -- halted tables -----------------------------------------------------------------------------------
     def halted(self, changefeed: Optional[str] = None, include_resolved: bool = False) -> list[HaltedTable]:
-        self.ensure()
+        if self._new("halted", changefeed):
+            return []
         frame = self.spark.table(self.table("halted"))
         if changefeed:
             frame = frame.filter(f"changefeed = '{_escape(changefeed)}'")
@@ -243,6 +256,7 @@ class StateStore:
             return
         row = (changefeed, schema, table, ddl_ts, query, reason, datetime.now(timezone.utc).replace(tzinfo=None),
                None, None)
+        self._created.discard("halted")  # read from now on
         local_frame(self.spark, [row], HALTED_DDL).writeTo(self.table("halted")).append()
 
     def resolve_halt(self, changefeed: str, schema: str, table: str, resolution: str) -> int:
@@ -272,7 +286,8 @@ class StateStore:
     # -- partitions held at an undecodable message -----------------------------------------------------
     def holds(self, changefeed: str, resolution: Optional[str] = None) -> list[dict[str, Any]]:
         """The held messages of a changefeed: unresolved ones (``resolution=None``) or those resolved so."""
-        self.ensure()
+        if self._new("held", changefeed):
+            return []
         frame = self.spark.table(self.table("held")).filter(f"changefeed = '{_escape(changefeed)}'")
         frame = frame.filter("resolution IS NULL" if resolution is None else f"resolution = '{_escape(resolution)}'")
         return [{"topic": r["topic"], "partition": r["partition"], "offset": r["offset"], "error": r["error"],
@@ -313,6 +328,7 @@ class StateStore:
     def _insert_new(self, table: str, source, also: str = "") -> None:
         """Insert the rows of ``source`` whose message (changefeed, topic, partition, offset, seq) ``table`` does
         not hold yet (``also``: a further condition on the existing row): a rerun reads the same messages again."""
+        self._created.discard(table)  # read from now on
         view = f"_lakehouse_{table}_src"
         source.createOrReplaceTempView(view)
         try:
