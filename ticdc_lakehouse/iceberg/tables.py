@@ -96,10 +96,16 @@ def describe(ji: JavaIceberg, schema: str, table: str) -> TargetTable:
     keys = [c for c in columns if c.name.lower() in identifier]
     staged = ji.staged_watermark(namespace, name)
     watermark = staged if staged is not None else watermark_of(jtable)
-    snapshot = jtable.currentSnapshot()
-    rows = int(snapshot.summary().get("total-records") or 0) if snapshot is not None else 0
     return TargetTable(namespace, name, columns, keys or list(columns), watermark, True, bool(keys),
-                       not jtable.spec().isUnpartitioned(), rows)
+                       not jtable.spec().isUnpartitioned(), table_records(jtable.currentSnapshot()))
+
+
+def table_records(snapshot) -> int:
+    """The rows in a snapshot's data files (its summary's ``total-records``; deleted rows still count), 0 for
+    none: what a MERGE reads of the table."""
+    if snapshot is None:
+        return 0
+    return int(snapshot.summary().get("total-records") or 0)
 
 
 def buckets_for(bucket_count: int, bucket_min_rows: int, rows: int) -> int:

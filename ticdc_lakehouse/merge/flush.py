@@ -27,10 +27,10 @@ from typing import Mapping, Optional
 from ticdc_lakehouse.runtime.faults import fault_point
 from ticdc_lakehouse.iceberg.commit import run_with_snapshot_properties
 from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY, JavaIceberg, watermark_of
-from ticdc_lakehouse.iceberg.tables import TargetTable
+from ticdc_lakehouse.iceberg.tables import TargetTable, table_records
 from ticdc_lakehouse.merge.change_range import ChangeRange, FlushResult
 from ticdc_lakehouse.merge.changes import OP, PRESENT, partial_positions
-from ticdc_lakehouse.merge.table_commit import append_tables, plan_append, table_records
+from ticdc_lakehouse.merge.table_commit import append_tables, plan_append
 from ticdc_lakehouse.core.sql_names import qualified, quote
 
 _view_ids = itertools.count()

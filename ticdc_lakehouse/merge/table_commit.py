@@ -16,6 +16,7 @@ from ticdc_lakehouse.runtime.faults import fault_point
 from ticdc_lakehouse.runtime.parallel import commits_at_once, map_at_most
 from ticdc_lakehouse.iceberg.file_appender import FileEntry, add_files, replace_all_files
 from ticdc_lakehouse.iceberg.java_api import JavaIceberg, watermark_of
+from ticdc_lakehouse.iceberg.tables import table_records
 from ticdc_lakehouse.merge.batch_write import (
     FRAMES_PER_JOB,
     TableCounts,
@@ -47,14 +48,6 @@ def holds_no_rows(jtable) -> bool:
     if snapshot is None:
         return True
     return int(snapshot.summary().get("total-data-files") or 0) == 0 and table_records(snapshot) == 0
-
-
-def table_records(snapshot) -> int:
-    """The rows in a snapshot's data files (its summary's ``total-records``; deleted rows still count), 0 for
-    none: what a MERGE reads of the table."""
-    if snapshot is None:
-        return 0
-    return int(snapshot.summary().get("total-records") or 0)
 
 
 @dataclass(frozen=True)

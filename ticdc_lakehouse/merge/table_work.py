@@ -183,8 +183,7 @@ def bucket_when_grown(ctx: RunContext, schema: str, table: str, target: TargetTa
     if (not target.exists or target.partitioned or not target.keys_required
             or ctx.ji.staged_watermark(target.namespace, target.name) is not None):
         return target
-    options = ctx.settings.table_merge(schema, table)
-    buckets = buckets_for(options.bucket_count, options.bucket_min_rows, target.rows + row_events)
+    buckets = configured_buckets(ctx, schema, table, target.rows + row_events)
     if not buckets:
         return target
     add_buckets(ctx.ji, target, buckets)
@@ -201,8 +200,15 @@ def create(ctx: RunContext, table_schema: TableSchema, watermark: int, summary: 
     Staged (``JavaIceberg.create_table``): its catalog commit waits for its first rows, or for anything else
     that uses it, or for the end of the run's flushes (``engine``), whichever comes first."""
     schema, table = table_schema.schema, table_schema.table
-    options = ctx.settings.table_merge(schema, table)
     stats = ctx.row_stats.get(table_key(schema, table))
-    buckets = buckets_for(options.bucket_count, options.bucket_min_rows, stats.rows if stats else 0)
-    create_table(ctx.ji, table_schema, ctx.changefeed, watermark, options.write_mode, buckets, summary, staged=True)
+    buckets = configured_buckets(ctx, schema, table, stats.rows if stats else 0)
+    write_mode = ctx.settings.table_option(schema, table, "write_mode")
+    create_table(ctx.ji, table_schema, ctx.changefeed, watermark, write_mode, buckets, summary, staged=True)
     return ctx.target(schema, table, refresh=True)
+
+
+def configured_buckets(ctx: RunContext, schema: str, table: str, rows: int) -> int:
+    """The buckets the table's settings (``[tables."schema.table"]``, else ``[merge]``) give it at ``rows`` rows
+    (``iceberg.tables.buckets_for``)."""
+    options = ctx.settings.table_merge(schema, table)
+    return buckets_for(options.bucket_count, options.bucket_min_rows, rows)
