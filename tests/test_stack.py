@@ -182,6 +182,24 @@ def test_the_session_jvm_runs_with_the_driver_options(spark):
     assert diagnostics.getVMOption("ReservedCodeCacheSize").getValue() == str(240 << 20)
 
 
+@pytest.mark.spark
+def test_a_column_call_is_one_gateway_round_trip_not_a_call_site_record(spark, monkeypatch):
+    """pyspark 4 records the Python call site of every Column call in the JVM unless the session turns that off
+    (``spark.python.sql.dataFrameDebugging.enabled``): ``F.col`` cost 13 gateway calls, a when/otherwise 25, and
+    the merge builds its change sets from thousands of them."""
+    import py4j.clientserver
+    from pyspark.sql import functions as F
+
+    F.col("a")  # pyspark reads the setting once, at the first call
+    sent = []
+    send = py4j.clientserver.ClientServerConnection.send_command
+    monkeypatch.setattr(py4j.clientserver.ClientServerConnection, "send_command",
+                        lambda self, command: sent.append(command) or send(self, command))
+    column = F.col("a")
+    F.when(column == 1, column).otherwise(column).alias("b")
+    assert len(sent) <= 12, [c.split("\n")[:3] for c in sent]
+
+
 def test_a_local_session_interprets_its_stages_and_every_session_uses_the_worker_daemon(tmp_path):
     """Local tasks run in the driver's short-lived JVM: no whole-stage code generation there (a cluster keeps
     Spark's default, and ``spark.conf`` can turn it back on); every session's Python workers come from
