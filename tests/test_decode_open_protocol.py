@@ -386,6 +386,38 @@ def test_a_column_changing_type_is_not_served_from_the_shape_cache(decoder):
     assert first.column_types is not second.column_types  # every event owns its dict
 
 
+def test_full_and_key_only_deletes_and_unsigned_bigints_stay_on_the_typed_path(decoder, monkeypatch):
+    """A changefeed may send deletes of both shapes (``delete-only-output-handle-key-columns`` switched while it
+    runs) and BIGINT UNSIGNED values above 2^63: both are read by the typed path once it knows the table's shapes,
+    giving what the reference path gives (every other delete and every such value took the reference path, a
+    fifth of a 275k-event run's rows)."""
+    from ticdc_lakehouse.decode import open_protocol
+
+    key = '{"ts":9,"scm":"typed","tbl":"shapes","t":1}'
+
+    def image(i: int, big: int) -> dict:
+        return {"id": {"t": 8, "h": True, "f": 11, "v": i}, "big": {"t": 8, "f": 160, "v": big},
+                "name": {"t": 15, "f": 0, "v": f"n{i}"}}
+
+    full = json.dumps({"d": image(1, 5)})
+    key_only = json.dumps({"d": {"id": image(2, 5)["id"]}})
+    wide = json.dumps({"u": image(3, (1 << 64) - 1)})
+    for value in (wide, full, key_only):  # teach the table its shapes
+        decode_one(decoder, key, value)
+    references: list[int] = []
+    slow = open_protocol._row_reference
+    monkeypatch.setattr(open_protocol, "_row_reference", lambda *a: references.append(1) or slow(*a))
+    values = (full, key_only, wide, key_only, full, wide)
+    events = [decode_one(decoder, key, value) for value in values]
+    assert references == []
+    expected = [open_protocol._row_slow("typed", "shapes", 9, orjson.loads(v), model.Position("t", 0, 0, 0), 0)
+                for v in values]
+    for got, want in zip(events, expected):
+        assert (got.op, got.after, got.before, got.column_types) == (want.op, want.after, want.before,
+                                                                     want.column_types)
+    assert events[2].after["big"] == str((1 << 64) - 1) and events[1].before == {"id": "2"}
+
+
 # --- properties ---------------------------------------------------------------------------------------------------
 
 

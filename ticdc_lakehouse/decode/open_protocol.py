@@ -243,8 +243,7 @@ def _base64_bytes(value: str) -> str:
 # bad JSON, an integer beyond 64 bits) is decoded again by the orjson path, the reference, which also learns the
 # new shape; so the typed path only ever answers for input it reads exactly as the reference does.
 
-#: an integer msgspec reads only in the signed 64-bit range (the bounds it can check); BIGINT UNSIGNED values
-#: above it, and anything beyond 64 bits, go to the reference path
+#: an integer in a FLOAT/DOUBLE column, read in the signed 64-bit range; anything else goes to the reference path
 _INT64 = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
 #: TiDB's plain decimal text, which is canonical; anything else goes to the reference path (normalize or reject)
 _PLAIN_DECIMAL = Annotated[str, msgspec.Meta(pattern=r"^-?[0-9]+(?:\.[0-9]+)?\Z")]
@@ -252,7 +251,10 @@ _PLAIN_DECIMAL = Annotated[str, msgspec.Meta(pattern=r"^-?[0-9]+(?:\.[0-9]+)?\Z"
 #: value kind -> JSON types its value may have on the typed path
 _VALUE_TYPES: dict[int, Any] = {
     K_STR: Optional[str],
-    K_INT: Union[_INT64, str, None],  # text in an integer column is kept as is (old Go test fixtures do that)
+    # any JSON integer (msgspec reads them whole): the conversion sends one outside [-2^63, 2^64-1] to the
+    # reference path, so BIGINT UNSIGNED values above 2^63 stay on the typed path; text in an integer column is
+    # kept as is (old Go test fixtures do that)
+    K_INT: Union[int, str, None],
     K_DECIMAL: Optional[_PLAIN_DECIMAL],
     K_DOUBLE: Union[float, _INT64, None],
     K_FLOAT: Union[float, _INT64, None],
@@ -265,7 +267,8 @@ _VALUE_TYPES: dict[int, Any] = {
 #: string in place; conversions that raise ValueError hand the row to the reference path, for its error message
 _CONVERT_SOURCE: dict[int, str] = {
     K_STR: "",
-    K_INT: "if type(VAL) is int: VAL = str(VAL)",
+    K_INT: "if type(VAL) is int:\n    if not -0x8000000000000000 <= VAL <= 0xFFFFFFFFFFFFFFFF: raise ValueError\n"
+           "    VAL = str(VAL)",
     K_DECIMAL: "",
     K_DOUBLE: "if VAL is not None: VAL = repr(float(VAL))",
     K_FLOAT: "if VAL is not None: VAL = float32_repr(float(VAL))",
@@ -395,21 +398,30 @@ class _BodyCodec:
 
     ``row`` returns the event, or None when the typed path does not read the value exactly (the reference path
     then decodes it and teaches the table its new shapes).
+
+    A table may send deletes of two shapes in one stream: the whole old row, and only its handle-key columns
+    (``delete-only-output-handle-key-columns``, switched on while the changefeed runs). So ``deleted`` holds up to
+    ``DELETE_SHAPES`` shapes, latest learnt first, and ``d`` is kept raw and read by the first that fits: one
+    shape for ``d`` would send every other delete down the reference path.
     """
 
-    __slots__ = ("decode", "inserted", "previous", "deleted", "update_types")
+    __slots__ = ("decode", "inserted", "previous", "deleted", "delete_decoders", "update_types")
 
     def __init__(self, inserted: Optional[_RowShape], previous: Optional[_RowShape],
-                 deleted: Optional[_RowShape]) -> None:
+                 deleted: tuple[_RowShape, ...]) -> None:
         def member(shape: Optional[_RowShape]) -> tuple[Any, ...]:
             return (Optional[shape.struct], None) if shape is not None else (None, None)
 
-        body = msgspec.defstruct("Body", [("u", *member(inserted)), ("p", *member(previous)),
-                                          ("d", *member(deleted))], gc=False)
+        # a raw ``d`` (msgspec has no Optional Raw: a JSON null arrives as the text ``null``, which no shape reads,
+        # so the reference path judges it, as it does an absent ``d``'s empty object)
+        raw = (msgspec.Raw, None) if deleted else (None, None)
+        body = msgspec.defstruct("Body", [("u", *member(inserted)), ("p", *member(previous)), ("d", *raw)],
+                                 gc=False)
         self.decode = msgspec.json.Decoder(body).decode
         self.inserted = inserted
         self.previous = previous
         self.deleted = deleted
+        self.delete_decoders = tuple((shape, msgspec.json.Decoder(shape.struct).decode) for shape in deleted)
         self.update_types: dict[str, str] = {}
         if inserted is not None and previous is not None:
             self.update_types = inserted.types if previous is inserted else {**inserted.types, **previous.types}
@@ -420,11 +432,16 @@ class _BodyCodec:
         except Exception:  # noqa: BLE001 - msgspec's DecodeError/ValidationError, UnicodeDecodeError, ...:
             return None  # whatever it is, the reference path judges it
         if body.d is not None:
-            shape = self.deleted
-            before = shape.convert(body.d)
-            if before is None:
-                return None
-            return RowChange(schema, table, ts, model.DELETE, None, before, shape.keys, shape.types, position)
+            for shape, decode in self.delete_decoders:
+                try:
+                    columns = decode(body.d)
+                except Exception:  # noqa: BLE001 - another shape (or bad JSON): the next one, or the reference
+                    continue
+                before = shape.convert(columns)
+                if before is None:
+                    return None
+                return RowChange(schema, table, ts, model.DELETE, None, before, shape.keys, shape.types, position)
+            return None
         if body.u is None:
             return None
         shape = self.inserted
@@ -439,6 +456,10 @@ class _BodyCodec:
         return RowChange(schema, table, ts, model.UPDATE, after, before, shape.keys, self.update_types, position)
 
 
+#: the delete shapes a table's codec tries (see ``_BodyCodec``)
+DELETE_SHAPES = 2
+
+
 #: (schema, table) -> its typed decoder; (shape signatures) -> codec, so tables of one shape share one
 _TABLES: dict[tuple[str, str], _BodyCodec] = {}
 _CODECS: dict[tuple, _BodyCodec] = {}
@@ -448,16 +469,23 @@ def _learn(table: tuple[str, str], body: dict, current: Optional[_BodyCodec]) ->
     """Teach a table the shapes of a value the reference path just decoded.
 
     Column maps the value does not have keep the shape they had; a table's first value also stands for the maps
-    it lacks (an update's old image and a delete have the columns of an insert, in the common case).
+    it lacks (an update's old image and a delete have the columns of an insert, in the common case). A new delete
+    shape goes first, the latest other one stays behind it (see ``_BodyCodec``).
     """
     shapes = [_row_shape(body.get(part)) for part in ("u", "p", "d")]
+    known_deleted: tuple[_RowShape, ...] = ()
     if current is not None:
-        shapes = [shape or known for shape, known in zip(shapes, (current.inserted, current.previous, current.deleted))]
-    stand_in = shapes[0] or shapes[2] or shapes[1]
+        shapes[:2] = [shape or known for shape, known in zip(shapes[:2], (current.inserted, current.previous))]
+        known_deleted = current.deleted
+    stand_in = shapes[0] or shapes[2] or shapes[1] or (known_deleted[0] if known_deleted else None)
     if stand_in is None:
         return
-    inserted, previous, deleted = (shape or stand_in for shape in shapes)
-    key = (inserted.signature, previous.signature, deleted.signature)
+    inserted, previous = (shape or stand_in for shape in shapes[:2])
+    if shapes[2] is not None:
+        deleted = (shapes[2], *[s for s in known_deleted if s.signature != shapes[2].signature])[:DELETE_SHAPES]
+    else:
+        deleted = known_deleted or (stand_in,)
+    key = (inserted.signature, previous.signature, tuple(shape.signature for shape in deleted))
     codec = _CODECS.get(key)
     if codec is None:
         codec = _BodyCodec(inserted, previous, deleted)
