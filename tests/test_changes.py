@@ -138,6 +138,34 @@ def test_an_old_image_without_the_key_is_not_a_key_change(spark):
     assert list(result) == [5] and result[5]["_op"] == UPDATE and str(result[5]["price"]) == "2.00"
 
 
+def test_a_delete_is_judged_by_its_key_only(spark):
+    """A delete writes no value: its old image's other columns are neither typed nor checked, so an old value the
+    table could not store (a DECIMAL(6,2) given more digits) does not stop the row from going; a bad key still
+    fails the change set (nothing silent)."""
+    from ticdc_lakehouse.merge.value_checks import invalid_events
+    from ticdc_lakehouse.merge.table_events import table_rows
+
+    full = {"id": "4", "price": "1.00", "state": "1", "tags": "0", "raw": None, "at": None}
+    wide = {**full, "price": "123456.789"}
+    events = [event(10, INSERT, full, offset=1), event(20, DELETE, None, wide, offset=2)]
+    result = rows(spark, events)
+    assert result[4]["_op"] == DELETE and result[4]["price"] is None
+    assert invalid_events(table_rows(frame(spark, events), "s", "t", 0, 1000), COLUMNS, [COLUMNS[0]]).count() == 0
+    with pytest.raises(Exception, match="lakehouse-invalid-value: column id"):
+        rows(spark, [event(20, DELETE, None, {**wide, "id": "x4"})])
+
+
+def test_a_key_change_is_told_from_the_old_image_and_types_both_keys(spark):
+    """An update whose old image holds the key moved its row (the decode stage keeps only the changed columns of
+    an old image); both keys are typed and checked, the old one even when the update is the last change."""
+    old = {"id": "8", "price": "1.00", "state": "1", "tags": "0", "raw": None, "at": None}
+    moved = rows(spark, [event(10, INSERT, old, offset=1), event(20, UPDATE, {**old, "id": "9"}, old, offset=2),
+                         event(30, UPDATE, {**old, "id": "9", "price": "3.00"}, {**old, "id": "9"}, offset=3)])
+    assert moved[8]["_op"] == DELETE and moved[9]["_op"] == UPDATE and str(moved[9]["price"]) == "3.00"
+    with pytest.raises(Exception, match="lakehouse-invalid-value: column id"):
+        rows(spark, [event(20, UPDATE, {**old, "id": "9"}, {**old, "id": "eight"})])
+
+
 def test_columns_every_event_carried_get_no_presence_flag(spark):
     """Full row images (TiCDC's default): no column needs the MERGE's keep-the-lake's-value branch, so the change
     set carries no flag for them (each would cost a map lookup per event); the others keep theirs."""

@@ -153,7 +153,7 @@ def old_image(event: RowChange) -> Optional[dict]:
     """The ``before`` the merge gets: an update's old image keeps only the columns the update changed.
 
     The merge reads an update's old image for one thing, its key columns, to tell a key change (see
-    ``merge.changes.split_key_changes``, which takes a key column the old image does not hold as unchanged).
+    ``merge.changes.typed_changes``, which takes a key column the old image does not hold as unchanged).
     TiCDC sends whole old rows by default: carrying them through the event cache would cost as much as the new
     rows, for nothing."""
     before, after = event.before, event.after

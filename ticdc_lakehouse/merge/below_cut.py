@@ -34,7 +34,7 @@ from pyspark.sql import functions as F
 from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY
 from ticdc_lakehouse.iceberg.tables import describe
 from ticdc_lakehouse.runtime.local_frame import local_frame
-from ticdc_lakehouse.merge.changes import PRESENT, split_key_changes, typed_value
+from ticdc_lakehouse.merge.changes import PRESENT, typed_changes
 from ticdc_lakehouse.merge.plan import PartitionKey, TableKey, table_key
 from ticdc_lakehouse.core.model import DELETE
 from ticdc_lakehouse.core.sql_names import qualified, quote
@@ -111,11 +111,9 @@ def verdicts(spark, catalog: str, rows, target, snapshots: Sequence[tuple[int, i
     columns, keys = target.columns, target.keys
     key_names = [k.name.lower() for k in keys]
     non_keys = [i for i, c in enumerate(columns) if c.name.lower() not in key_names]
-    keyed = split_key_changes(rows, keys)
-    typed = keyed.select(
+    typed = typed_changes(rows, columns, keys, non_keys, carried=("topic",)).select(
         "topic", "partition", "offset", "seq", "op", "commit_ts", *[f"_k{j}" for j in range(len(keys))],
-        *[typed_value("_values", F.col("named_enums"), columns[i]).alias(f"_c{i}") for i in non_keys],
-        *[F.map_contains_key(F.col("_values"), columns[i].name).alias(f"{PRESENT}{i}") for i in non_keys])
+        *[f"_c{i}" for i in non_keys], *[f"{PRESENT}{i}" for i in non_keys])
     marks = local_frame(spark, [(w, s, (snapshots[i - 1][0] if i else -1)) for i, (w, s) in enumerate(snapshots)],
                         "watermark bigint, snapshot_id bigint, previous bigint")
     placed = typed.join(F.broadcast(marks), (F.col("commit_ts") > F.col("previous"))

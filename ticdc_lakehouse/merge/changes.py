@@ -1,6 +1,6 @@
 """Pure DataFrame transforms from decoded row events to the typed change set of one table.
 
-``table_rows`` -> ``split_key_changes`` -> ``typed_events`` -> ``collapse_to_last`` -> ``merge_source``: each is a
+``table_rows`` -> ``typed_changes`` -> ``collapse_to_last`` -> ``merge_source``: each is a
 function of DataFrames, with no I/O, in the style of ``transform(df)`` jobs, so tests can check each step on small
 frames and the whole chain runs in executors (nothing is collected).
 
@@ -19,9 +19,9 @@ from pyspark.sql.window import Window
 
 from ticdc_lakehouse.iceberg.columns import TargetColumn, mysql_base
 from ticdc_lakehouse.merge.table_events import TABLE_INDEX, TableRange, carry_renames, table_rows, tables_rows
-from ticdc_lakehouse.merge.value_checks import guarded, raw_sql, try_cast_sql, value_problem
+from ticdc_lakehouse.merge.value_checks import guarded, raw_sql, text_problem, try_cast_sql
 from ticdc_lakehouse.core.model import DELETE, UPDATE
-from ticdc_lakehouse.core.sql_names import sql_string
+from ticdc_lakehouse.core.sql_names import quote, sql_string
 
 OP = "_op"
 PRESENT = "_present_"  # prefix of the per-column "value was sent" flags
@@ -55,91 +55,100 @@ def names_from_numbers_sql(raw: str, base: str, elements: Sequence[str]) -> str:
 def typed_value(values: str, named_enums: Column, column: TargetColumn) -> Column:
     """The value of ``column`` in the canonical-string map column named ``values``, typed as the column's Spark
     type exactly, or a failure of the job naming the column and value (``value_checks``): never a silent NULL or
-    a rounded number. Casts are ANSI-safe ``try_cast`` behind that check.
+    a rounded number (see ``typed_text``)."""
+    return typed_text(raw_sql(values, column.name), named_enums, column)
+
+
+def typed_text(raw: str, named_enums: Column, column: TargetColumn) -> Column:
+    """The canonical text the SQL expression ``raw`` holds, typed as ``column``'s Spark type exactly, or a failure
+    of the job naming the column and value (``value_checks``). Casts are ANSI-safe ``try_cast`` behind that check.
 
     ENUM and SET arrive as index/bitmask from most protocols and as names from others (the event lists those in
     ``named_enums``); the element list comes from the target column's MySQL type. An index or bitmask past the
     members is an invalid value here (``names_from_numbers_sql`` alone makes it NULL, for stored numbers).
     """
-    raw = F.col(values).getItem(column.name)
+    text = F.expr(raw)
     spark_type = column.spark_type.lower()
     base, elements = mysql_base(column.mysql_type)
     if base in ("enum", "set") and elements:
         is_named = F.coalesce(F.array_contains(named_enums, column.name), F.lit(False))
-        by_number = F.expr(names_from_numbers_sql(raw_sql(values, column.name), base, elements))
-        return guarded(F.when(is_named, raw).otherwise(by_number),
-                       F.when(~is_named, value_problem(values, column)))  # names are not numbers to check
+        by_number = F.expr(names_from_numbers_sql(raw, base, elements))
+        return guarded(F.when(is_named, text).otherwise(by_number),
+                       F.when(~is_named, text_problem(raw, column)))  # names are not numbers to check
     elif spark_type == "binary":
-        typed = F.unbase64(raw)
+        typed = F.unbase64(text)
     elif spark_type == "string":
-        typed = raw
+        typed = text
     elif spark_type == "boolean":
-        typed = raw.isin("1", "true", "TRUE")
+        typed = text.isin("1", "true", "TRUE")
     elif spark_type in ("date", "timestamp_ntz", "timestamp"):
         # MySQL zero dates have no calendar value: they become NULL, as every JDBC reader shows them.
-        typed = F.when(raw.startswith("0000-00-00"), F.lit(None)).otherwise(
-            F.expr(try_cast_sql(raw_sql(values, column.name), spark_type)))
+        typed = F.when(text.startswith("0000-00-00"), F.lit(None)).otherwise(F.expr(try_cast_sql(raw, spark_type)))
     else:
-        typed = F.expr(try_cast_sql(raw_sql(values, column.name), spark_type))
-    return guarded(typed, value_problem(values, column))
+        typed = F.expr(try_cast_sql(raw, spark_type))
+    return guarded(typed, text_problem(raw, column))
 
 
-def _key_values(values: str, keys: Sequence[TargetColumn]) -> list[Column]:
-    return [typed_value(values, F.col("named_enums"), key) for key in keys]
+def typed_changes(rows: DataFrame, columns: Sequence[TargetColumn], keys: Sequence[TargetColumn],
+                  partial: Sequence[int], carried: Sequence[str] = ()) -> DataFrame:
+    """Every row event with its typed key (``_k<i>``) and values (``_c<i>``, by the column's position in
+    ``columns``; NULL for a delete, which writes no value), a key-changing UPDATE turned into DELETE(old key) +
+    UPDATE(new key).
 
-
-def split_key_changes(rows: DataFrame, keys: Sequence[TargetColumn]) -> DataFrame:
-    """Give every event its typed key, and turn a key-changing UPDATE into DELETE(old key) + UPDATE(new key).
-
-    TiCDC normally splits such updates itself (possibly into different partitions at one commit ts); older
-    versions and some settings send one update with the old key in ``before``: both forms end up the same.
-    One pass: such an update is exploded into its two variants instead of unioning a second scan.
-
-    A key column an update's ``before`` does not hold kept its value: the decode stage keeps only the changed
-    columns of an old image (the rest is never read), and TiCDC's only-output-updated-columns sends no more.
-    """
-    key_names = [f"_k{i}" for i in range(len(keys))]
-    values = F.when(F.col("op") == DELETE, F.col("before")).otherwise(F.col("after"))
-    new_keys = _key_values("_values", keys)
-    old_keys = [F.when(F.map_contains_key(F.col("before"), key.name), old).otherwise(new)
-                for key, old, new in zip(keys, _key_values("before", keys), new_keys)]
-    changed = None
-    for new, old in zip(new_keys, old_keys):
-        differs = ~new.eqNullSafe(old)
-        changed = differs if changed is None else (changed | differs)
-    split = (F.col("op") == UPDATE) & F.col("before").isNotNull() & changed
-    staged = rows.withColumn("_values", values).withColumn(
-        "_variant", F.explode(F.when(split, F.array(F.lit(0), F.lit(1))).otherwise(F.array(F.lit(0))))
-    )
-    is_old = F.col("_variant") == 1
-    passthrough = [F.col(c) for c in rows.columns if c != "op"]
-    return staged.select(
-        *passthrough,
-        F.when(is_old, F.lit(DELETE)).otherwise(F.col("op")).alias("op"),
-        F.when(is_old, F.col("before")).otherwise(F.col("_values")).alias("_values"),
-        *[F.when(is_old, old).otherwise(new).alias(name) for new, old, name in zip(new_keys, old_keys, key_names)],
-    )
-
-
-def typed_events(keyed: DataFrame, columns: Sequence[TargetColumn], keys: Sequence[TargetColumn],
-                 partial: Sequence[int], carried: Sequence[str] = ()) -> DataFrame:
-    """Every event with its values typed as the target columns (``_c<i>``; keys stay ``_k<i>``), and for each
-    column some event did not carry (``partial``, see ``partial_positions``) a ``_present_<i>`` flag telling
+    For each column some event did not carry (``partial``, see ``partial_positions``) a ``_present_<i>`` flag says
     whether this event carried it (absent values keep the target's value on update). The other columns need no
     flag: every event carried them, and a flag would cost a map lookup per event and column for nothing.
-    ``carried``: other columns kept as they are (``TABLE_INDEX`` of a several-table change set)."""
+    ``carried``: other columns kept as they are (``TABLE_INDEX`` of a several-table change set).
+
+    Key changes: TiCDC normally splits such updates itself (possibly into different partitions at one commit ts);
+    older versions and some settings send one update with the old key in ``before``: both forms end up the same.
+    The decode stage keeps only the changed columns of an update's old image (``events_arrow.old_image``: those
+    whose text differs), so an update whose old image holds a key column moved its row; a key column the old
+    image does not hold kept its value. Canonical texts of one type are equal exactly when their values are (and a
+    split that moved nothing, a delete and a write of one key at one position, would still leave the write).
+
+    One projection types everything and leaves the images (string maps) behind; only then are the key-changing
+    updates exploded into their two variants, over narrow typed rows. Each projection of rows that still carry
+    the maps copies them (the merge's stages run without whole-stage code generation, see ``spark_session``), and
+    that copying had cost more than the typing.
+    """
     key_index = {key.name.lower(): i for i, key in enumerate(keys)}
     flagged = set(partial)
+    is_delete = F.col("op") == DELETE
+    enums = F.col("named_enums")
+    moved = None
+    for key in keys:
+        held = F.map_contains_key(F.col("before"), key.name)
+        moved = held if moved is None else (moved | held)
+    split = (F.col("op") == UPDATE) & F.col("before").isNotNull() & moved
     selected: list[Column] = [F.col(c) for c in ("op", "commit_ts", "partition", "offset", "seq", "ts_made_up",
                                                  *carried)]
-    selected += [F.col(f"_k{i}") for i in range(len(keys))]
+    selected.append(F.coalesce(split, F.lit(False)).alias("_split"))
+    for i, key in enumerate(keys):
+        new_text = (f"CASE WHEN op = {sql_string(DELETE)} THEN {raw_sql('before', key.name)} "
+                    f"ELSE {raw_sql('after', key.name)} END")
+        selected.append(typed_text(new_text, enums, key).alias(f"_k{i}"))
+        old_held = F.coalesce((F.col("op") == UPDATE) & F.map_contains_key(F.col("before"), key.name), F.lit(False))
+        selected.append(F.when(old_held, typed_value("before", enums, key)).alias(f"_old_k{i}"))
+        selected.append(old_held.alias(f"_old_held{i}"))
     for position, column in enumerate(columns):
         if column.name.lower() in key_index:
             continue
-        selected.append(typed_value("_values", F.col("named_enums"), column).alias(f"_c{position}"))
+        # a delete writes no value: only its key is read (and checked), its old image's other columns never are
+        selected.append(F.when(~is_delete, typed_value("after", enums, column)).alias(f"_c{position}"))
         if position in flagged:
-            selected.append(F.map_contains_key(F.col("_values"), column.name).alias(f"{PRESENT}{position}"))
-    return keyed.select(*selected)
+            selected.append(F.map_contains_key(F.col("after"), column.name).alias(f"{PRESENT}{position}"))
+    typed = rows.select(*selected)
+    exploded = typed.withColumn(
+        "_variant", F.explode(F.when(F.col("_split"), F.array(F.lit(0), F.lit(1))).otherwise(F.array(F.lit(0)))))
+    is_old = F.col("_variant") == 1
+    helpers = {"op", "_split", *[f"{prefix}{i}" for prefix in ("_k", "_old_k", "_old_held") for i in range(len(keys))]}
+    return exploded.select(
+        F.when(is_old, F.lit(DELETE)).otherwise(F.col("op")).alias("op"),
+        *[F.col(c) for c in typed.columns if c not in helpers],
+        *[F.when(is_old & F.col(f"_old_held{i}"), F.col(f"_old_k{i}")).otherwise(F.col(f"_k{i}")).alias(f"_k{i}")
+          for i in range(len(keys))],
+    )
 
 
 def _delivery_order(descending: bool) -> list[Column]:
@@ -227,7 +236,7 @@ def change_set(events: DataFrame, schema: str, table: str, after_ts: int, upto_t
     see ``table_events.carry_renames``)."""
     rows = carry_renames(table_rows(events, schema, table, after_ts, upto_ts), renames)
     partial = partial_positions(columns, keys, always_sent)
-    typed = typed_events(split_key_changes(rows, keys), columns, keys, partial)
+    typed = typed_changes(rows, columns, keys, partial)
     return merge_source(collapse_to_last(typed, len(keys), partial), columns, keys, partial)
 
 
@@ -244,5 +253,5 @@ def tables_change_set(events: DataFrame, ranges: Sequence[TableRange], columns: 
     rows = tables_rows(events, ranges)
     partial = partial_positions(columns, keys, always_sent)
     carried = (TABLE_INDEX,)
-    typed = typed_events(split_key_changes(rows, keys), columns, keys, partial, carried)
+    typed = typed_changes(rows, columns, keys, partial, carried)
     return merge_source(collapse_to_last(typed, len(keys), partial, carried), columns, keys, partial, carried)

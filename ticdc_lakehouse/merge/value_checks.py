@@ -111,7 +111,11 @@ def value_problem_sql(values: str, column: TargetColumn, named: Optional[str] = 
     ``named``: SQL true when the event sent ENUM/SET names (not numbers) for the column. A NULL is a problem only
     in a required column (a key the table is keyed by). ``marked``: the text starts with :data:`INVALID_VALUE`
     (for a failure the flush must recognise; a dead letter's error goes without)."""
-    raw = raw_sql(values, column.name)
+    return text_problem_sql(raw_sql(values, column.name), column, named, marked)
+
+
+def text_problem_sql(raw: str, column: TargetColumn, named: Optional[str] = None, marked: bool = True) -> str:
+    """:func:`value_problem_sql` of the canonical text the SQL expression ``raw`` holds."""
     base, elements = mysql_base(column.mysql_type)
     described = column.mysql_type or column.spark_type
     if iceberg_text(column.mysql_type) != column.spark_type:
@@ -138,10 +142,10 @@ def named_sql(column: TargetColumn) -> str:
     return f"coalesce(array_contains(named_enums, {sql_string(column.name)}), false)"
 
 
-def value_problem(values: str, column: TargetColumn) -> Column:
-    """:func:`value_problem_sql` as a Column (NULL: the value is exact for the column), ENUM/SET values read as
+def text_problem(raw: str, column: TargetColumn) -> Column:
+    """:func:`text_problem_sql` as a Column (NULL: the text is exact for the column), ENUM/SET values read as
     numbers (the caller knows which the event sent as names)."""
-    return F.expr(value_problem_sql(values, column))
+    return F.expr(text_problem_sql(raw, column))
 
 
 def guarded(typed: Column, problem: Column) -> Column:
@@ -152,10 +156,16 @@ def guarded(typed: Column, problem: Column) -> Column:
 
 def with_problems(rows, columns: Sequence[TargetColumn], keys: Sequence[TargetColumn]):
     """``rows`` (row events of one table, see ``table_events.table_rows``) with ``_problem``: why the event cannot be
-    written exactly, NULL when it can: the first bad value of its image (the old image for a delete), or of its
-    old image's key columns (a key-changing update)."""
+    written exactly, NULL when it can: the first bad value of its image (of a delete's old image only the key
+    columns: its other values are never written, nor typed, see ``changes.typed_changes``), or of its old image's
+    key columns (a key-changing update)."""
     image = F.when(F.col("op") == "D", F.col("before")).otherwise(F.col("after"))
-    checks = [F.expr(value_problem_sql("_image", column, named_sql(column), marked=False)) for column in columns]
+    key_names = {key.name.lower() for key in keys}
+    writes = F.col("op") != "D"
+    checks = [F.expr(value_problem_sql("_image", column, named_sql(column), marked=False))
+              if column.name.lower() in key_names else
+              F.when(writes, F.expr(value_problem_sql("_image", column, named_sql(column), marked=False)))
+              for column in columns]
     checks += [F.when(F.map_contains_key(F.col("before"), key.name),
                       F.expr(value_problem_sql("before", key, named_sql(key), marked=False))) for key in keys]
     problem = F.coalesce(*checks) if checks else F.lit(None).cast("string")
