@@ -216,3 +216,27 @@ def test_a_local_session_interprets_its_stages_and_every_session_uses_the_worker
     (tmp_path / "on.toml").write_text('[spark.conf]\n"spark.sql.codegen.wholeStage" = "true"\n')
     chosen = spark_plan(load_settings(env={**env, "LAKEHOUSE_CONFIG": str(tmp_path / "on.toml")})).conf
     assert chosen["spark.sql.codegen.wholeStage"] == "true"
+
+
+def test_a_session_started_on_a_thread_hands_its_failure_to_the_caller(monkeypatch, tmp_path):
+    """``SparkStart`` starts the JVM while the command imports and lands; whatever the start raised (here the
+    stack check) reaches the caller when it asks for the session, and the starting thread never keeps a failing
+    command from exiting (a daemon)."""
+    import threading
+
+    from ticdc_lakehouse.runtime import spark_session
+    from ticdc_lakehouse.runtime.config import load_settings
+
+    release = threading.Event()
+
+    def failing(settings, app_name=None):
+        release.wait(5)
+        raise spark_session.StackError("iceberg-spark-runtime missing: run `make setup`")
+
+    monkeypatch.setattr(spark_session, "get_spark", failing)
+    start = spark_session.SparkStart(load_settings(env={"LAKEHOUSE_HOME": str(tmp_path)}), "test")
+    [thread] = [t for t in threading.enumerate() if t.name == "spark-start"]
+    assert thread.daemon
+    release.set()
+    with pytest.raises(spark_session.StackError, match="make setup"):
+        start.session()

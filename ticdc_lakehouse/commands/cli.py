@@ -99,22 +99,32 @@ def split_statements(sql: str) -> list[str]:
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
-    from ticdc_lakehouse.commands.pipeline import backfill
-
     settings = _settings(args)
     preflight(settings, args.changefeed, args.protocol, archive=Path(args.archive))
+    spark = _starting_spark(settings)
+    from ticdc_lakehouse.commands.pipeline import backfill  # imported while the JVM starts
+
     result = backfill(settings, Path(args.archive), changefeed=args.changefeed, protocol=args.protocol,
-                      stop_ts=args.stop_ts, progress=_progress(args))
+                      stop_ts=args.stop_ts, progress=_progress(args), spark=spark)
     return _report(args, result)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ticdc_lakehouse.commands.pipeline import run_cycle
-
     settings = _settings(args)
     preflight(settings, args.changefeed, kafka=True)
-    result = run_cycle(settings, changefeed=args.changefeed, progress=_progress(args))
+    spark = _starting_spark(settings)
+    from ticdc_lakehouse.commands.pipeline import run_cycle  # imported while the JVM starts
+
+    result = run_cycle(settings, changefeed=args.changefeed, progress=_progress(args), spark=spark)
     return _report(args, result)
+
+
+def _starting_spark(settings):
+    """The merge's session, starting now (``spark_session.SparkStart``): the pipeline's imports and the landing
+    run while the JVM starts."""
+    from ticdc_lakehouse.runtime.spark_session import SparkStart
+
+    return SparkStart(settings, "lakehouse-merge")
 
 
 def cmd_land(args: argparse.Namespace) -> int:
@@ -128,12 +138,13 @@ def cmd_land(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from ticdc_lakehouse.commands.pipeline import merge
-
     settings = _settings(args)
     preflight(settings, args.changefeed, args.protocol)
+    spark = _starting_spark(settings)
+    from ticdc_lakehouse.commands.pipeline import merge  # imported while the JVM starts
+
     result = merge(settings, changefeed=args.changefeed, protocol=args.protocol, stop_ts=args.stop_ts,
-                   progress=_progress(args))
+                   progress=_progress(args), spark=spark)
     return _report(args, result)
 
 

@@ -19,7 +19,7 @@ from ticdc_lakehouse.runtime.locks import changefeed_lock
 from ticdc_lakehouse.merge.engine import run_merge
 from ticdc_lakehouse.merge.value_checks import ROW_HALT, ROW_SKIPPED
 from ticdc_lakehouse.runtime.permissions import apply_umask
-from ticdc_lakehouse.runtime.spark_session import get_spark
+from ticdc_lakehouse.runtime.spark_session import SparkStart, get_spark, session_of
 from ticdc_lakehouse.runtime.state import StateStore
 
 Progress = Optional[Callable[[str], None]]
@@ -67,7 +67,7 @@ def merge(settings: Settings, changefeed: Optional[str] = None, protocol: Option
     """Merge what has landed up to the global resolved ts (one Spark session for every table)."""
     name = settings.changefeed(changefeed).name
     with changefeed_lock(settings, name):  # before Spark starts: a second merge fails at once
-        session = spark or get_spark(settings, "lakehouse-merge")
+        session = session_of(spark, settings, "lakehouse-merge")
         report = run_merge(session, settings, name, protocol, stop_ts, progress, take_lock=False)
     # not ok: a table halted, a partition held, or partitions that never carry a resolved event (nothing of them
     # can ever apply as configured): the command exits non-zero
@@ -107,16 +107,9 @@ def backfill(settings: Settings, archive: Path, changefeed: Optional[str] = None
             return getattr(exc, "report", None), exc
 
     if spark is None:  # the driver JVM starts (seconds) while the archive lands (Python, one core)
-        from concurrent.futures import ThreadPoolExecutor
-
-        from ticdc_lakehouse.runtime.spark_session import get_spark
-
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="landing") as pool:
-            landed = pool.submit(land_archive)
-            spark = get_spark(settings, "lakehouse-merge")
-            landing, corrupt = landed.result()
-    else:
-        landing, corrupt = land_archive()
+        spark = SparkStart(settings, "lakehouse-merge")
+    landing, corrupt = land_archive()
+    spark = session_of(spark, settings, "lakehouse-merge")
     fault_point("backfill.after_landing")
     result = _merge_or_moved(settings, cf.name, protocol or cf.protocol, stop_ts, progress, spark)
     moved = result["merge"]["quarantined"]

@@ -316,6 +316,63 @@ def get_spark(settings: Settings, app_name: Optional[str] = None) -> "SparkSessi
     return spark
 
 
+class SparkStart:
+    """The driver JVM starting on a thread of its own, from the moment a command knows it will need it.
+
+    Why: a session takes seconds to start (the JVM, Spark, the catalog), and the command has Python work of its own
+    before the first Spark job: importing the pipeline (about a second: pyspark, pyarrow, sqlglot, pyiceberg) and
+    landing the records. Started after them, the JVM's start added to them; started first, it runs beside them.
+
+    The thread is a daemon: a command that fails before it needs the session (a changefeed lock held elsewhere, a
+    missing archive) exits at once, and the JVM, which exits when its parent's pipe closes, goes with it.
+    ``session()`` waits for the session (raising what its start raised) and gives it the SIGINT handler pyspark
+    installs only from the main thread (Ctrl-C cancels the running Spark jobs), and makes it the calling thread's
+    active session in the JVM: Spark reads a session's settings (the catalog ``lake`` among them) through the
+    thread's active session, which only the thread that built it had."""
+
+    def __init__(self, settings: Settings, app_name: Optional[str] = None) -> None:
+        import threading
+
+        self._outcome: list = []
+        self._done = threading.Event()
+
+        def start() -> None:
+            try:
+                self._outcome.append((get_spark(settings, app_name), None))
+            except BaseException as exc:  # noqa: BLE001 - raised again by session(), in the caller's thread
+                self._outcome.append((None, exc))
+            finally:
+                self._done.set()
+
+        threading.Thread(target=start, name="spark-start", daemon=True).start()
+
+    def session(self) -> "SparkSession":
+        import signal
+        import threading
+
+        self._done.wait()
+        spark, error = self._outcome[0]
+        if error is not None:
+            raise error
+        spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+        if threading.current_thread() is threading.main_thread():
+            context = spark.sparkContext
+
+            def cancel_jobs(signum, frame):  # pyspark's own handler (SparkContext.__init__), for the main thread
+                context.cancelAllJobs()
+                raise KeyboardInterrupt()
+
+            signal.signal(signal.SIGINT, cancel_jobs)
+        return spark
+
+
+def session_of(spark, settings: Settings, app_name: Optional[str] = None) -> "SparkSession":
+    """The session a pipeline step runs on: the one given, the one a ``SparkStart`` is starting, or a new one."""
+    if isinstance(spark, SparkStart):
+        return spark.session()
+    return spark if spark is not None else get_spark(settings, app_name)
+
+
 #: Spark's adaptive query execution: on for the session, off for steps that measured better without it
 ADAPTIVE = "spark.sql.adaptive.enabled"
 
