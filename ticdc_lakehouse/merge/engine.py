@@ -127,7 +127,10 @@ def run_merge(
         if protocol in PROTOCOLS_WITH_MISSING_TS:
             # with resolved events, a ts at or below the cut would read as applied: the first ts above it
             events = fill_made_up_ts(events, checkpoint.resolved_ts + 1 if resolved_mode else 0)
-        events = events.persist(StorageLevel.MEMORY_AND_DISK)
+        # Kept as Spark's column batches, not serialized: pyspark's MEMORY_AND_DISK is its serialized level, which
+        # Java-serialized and LZ4-compressed every batch into the cache and undid both in every pass over it (a
+        # tenth of the executors' time in a 275k-event run). Batches that do not fit in memory still go to disk.
+        events = events.persist(StorageLevel.MEMORY_AND_DISK_DESER)
         try:
             try:
                 phase = time.monotonic()

@@ -155,7 +155,8 @@ def apply_staged(spark, ji: JavaIceberg, catalog: str, target: TargetTable, sour
     branch = STAGING_BRANCH_PREFIX + uuid.uuid4().hex[:12]
     manage.createBranch(branch, head.snapshotId()).commit()
     staged = f"{qualified(catalog, target.namespace, target.name)}.{quote('branch_' + branch)}"
-    source = source.persist(StorageLevel.MEMORY_AND_DISK)  # read twice: its keys, then its new images
+    # read twice (its keys, then its new images); deserialized: see the decoded events' cache (``engine``)
+    source = source.persist(StorageLevel.MEMORY_AND_DISK_DESER)
     view = f"_lakehouse_changed_keys_{next(_view_ids)}"
     try:
         changed = source.select(*[quote(k.name) for k in target.keys])
