@@ -240,3 +240,27 @@ def test_a_session_started_on_a_thread_hands_its_failure_to_the_caller(monkeypat
     release.set()
     with pytest.raises(spark_session.StackError, match="make setup"):
         start.session()
+
+
+def test_work_after_the_start_gets_the_session_and_its_failure_stays_quiet(monkeypatch, tmp_path, caplog):
+    """The work a ``SparkStart`` runs once the session is up (starting the decode's Python workers) gets that
+    session on the starting thread; it is a warm-up, so what it raises is logged, never raised into the command."""
+    import logging
+    import threading
+
+    from ticdc_lakehouse.runtime import spark_session
+    from ticdc_lakehouse.runtime.config import load_settings
+
+    ran = []
+
+    def then(spark):
+        ran.append(spark)
+        raise RuntimeError("the workers did not start")
+
+    monkeypatch.setattr(spark_session, "get_spark", lambda settings, app_name=None: "the session")
+    with caplog.at_level(logging.DEBUG, logger=spark_session.__name__):
+        spark_session.SparkStart(load_settings(env={"LAKEHOUSE_HOME": str(tmp_path)}), "test", then=then)
+        for thread in [t for t in threading.enumerate() if t.name == "spark-start"]:
+            thread.join(10)
+    assert ran == ["the session"]
+    assert "the workers did not start" in caplog.text

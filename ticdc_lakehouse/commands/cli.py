@@ -101,7 +101,7 @@ def split_statements(sql: str) -> list[str]:
 def cmd_backfill(args: argparse.Namespace) -> int:
     settings = _settings(args)
     preflight(settings, args.changefeed, args.protocol, archive=Path(args.archive))
-    spark = _starting_spark(settings)
+    spark = _starting_spark(settings, args.changefeed, args.protocol)
     from ticdc_lakehouse.commands.pipeline import backfill  # imported while the JVM starts
 
     result = backfill(settings, Path(args.archive), changefeed=args.changefeed, protocol=args.protocol,
@@ -112,19 +112,26 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     settings = _settings(args)
     preflight(settings, args.changefeed, kafka=True)
-    spark = _starting_spark(settings)
+    spark = _starting_spark(settings, args.changefeed)
     from ticdc_lakehouse.commands.pipeline import run_cycle  # imported while the JVM starts
 
     result = run_cycle(settings, changefeed=args.changefeed, progress=_progress(args), spark=spark)
     return _report(args, result)
 
 
-def _starting_spark(settings):
+def _starting_spark(settings, changefeed: Optional[str] = None, protocol: Optional[str] = None):
     """The merge's session, starting now (``spark_session.SparkStart``): the pipeline's imports and the landing
-    run while the JVM starts."""
+    run while the JVM starts, and the decode's Python workers start while the merge reads its state."""
     from ticdc_lakehouse.runtime.spark_session import SparkStart
 
-    return SparkStart(settings, "lakehouse-merge")
+    chosen = protocol or settings.changefeed(changefeed).protocol
+
+    def warm(spark) -> None:
+        from ticdc_lakehouse.merge.decode_stage import warm_decode_workers
+
+        warm_decode_workers(spark, chosen)
+
+    return SparkStart(settings, "lakehouse-merge", then=warm)
 
 
 def cmd_land(args: argparse.Namespace) -> int:
@@ -140,7 +147,7 @@ def cmd_land(args: argparse.Namespace) -> int:
 def cmd_merge(args: argparse.Namespace) -> int:
     settings = _settings(args)
     preflight(settings, args.changefeed, args.protocol)
-    spark = _starting_spark(settings)
+    spark = _starting_spark(settings, args.changefeed, args.protocol)
     from ticdc_lakehouse.commands.pipeline import merge  # imported while the JVM starts
 
     result = merge(settings, changefeed=args.changefeed, protocol=args.protocol, stop_ts=args.stop_ts,

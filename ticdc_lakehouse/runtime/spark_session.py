@@ -11,12 +11,13 @@ Jars: Apache Iceberg's own Spark runtime and AWS bundle, fetched from Maven Cent
 from __future__ import annotations
 
 import glob
+import logging
 import os
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Mapping, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional
 
 from ticdc_lakehouse import PROJECT_ROOT
 from ticdc_lakehouse.runtime.config import Settings
@@ -330,7 +331,10 @@ class SparkStart:
     active session in the JVM: Spark reads a session's settings (the catalog ``lake`` among them) through the
     thread's active session, which only the thread that built it had."""
 
-    def __init__(self, settings: Settings, app_name: Optional[str] = None) -> None:
+    def __init__(self, settings: Settings, app_name: Optional[str] = None,
+                 then: Optional[Callable[["SparkSession"], None]] = None) -> None:
+        """``then``: work for the new session on the same thread once it is handed over (``session()`` does not
+        wait for it), e.g. starting the Python workers; best effort: what it raises is logged, not raised."""
         import threading
 
         self._outcome: list = []
@@ -343,6 +347,12 @@ class SparkStart:
                 self._outcome.append((None, exc))
             finally:
                 self._done.set()
+            spark = self._outcome[0][0]
+            if then is not None and spark is not None:
+                try:
+                    then(spark)
+                except Exception as exc:  # noqa: BLE001 - a warm-up: the work it prepares reports for itself
+                    logging.getLogger(__name__).debug("after the session's start: %s", exc)
 
         threading.Thread(target=start, name="spark-start", daemon=True).start()
 
