@@ -150,7 +150,8 @@ def warm_decode_workers(spark, protocol: str) -> None:
     Why: the decode's first tasks each started a worker and imported pyarrow, the decoders and their libraries
     (its first two tasks took 1.7-1.9 s, later ones 0.8-1.1 s, in a 275k-event run). Run while the driver is still
     busy with the session's catalog and the landing check, the decode finds them ready (Spark reuses a Python
-    worker for the next task). Best effort: any failure here is left to the decode to meet and report."""
+    worker for the next task). A warm-up: its caller (``SparkStart``'s ``then``) only logs what it raises, and the
+    decode meets and reports any real failure itself."""
     def warm(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         make_decoder(protocol)
         for batch in batches:

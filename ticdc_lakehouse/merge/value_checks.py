@@ -7,7 +7,7 @@ every run. So each value is judged with ANSI-safe expressions only (patterns, ``
 value that is not exact for its column yields a one-line reason, never NULL or a rounded number.
 
 How the merge uses it (``changes.typed_value``, ``table_work.flush``): the typed value of a column is
-guarded by :func:`value_problem`; a change set holding a bad value fails its MERGE with :data:`INVALID_VALUE`
+guarded by :func:`text_problem`; a change set holding a bad value fails its MERGE with :data:`INVALID_VALUE`
 (nothing commits), and only then the driver asks for the bad events (:func:`invalid_events`, a filter run in the
 executors) to dead-letter them (or halt the table in ``hold`` mode), and merges the rest. The common case, a clean
 change set, costs one more expression per column and no extra Spark job.
@@ -162,10 +162,10 @@ def with_problems(rows, columns: Sequence[TargetColumn], keys: Sequence[TargetCo
     image = F.when(F.col("op") == "D", F.col("before")).otherwise(F.col("after"))
     key_names = {key.name.lower() for key in keys}
     writes = F.col("op") != "D"
-    checks = [F.expr(value_problem_sql("_image", column, named_sql(column), marked=False))
-              if column.name.lower() in key_names else
-              F.when(writes, F.expr(value_problem_sql("_image", column, named_sql(column), marked=False)))
-              for column in columns]
+    checks = []
+    for column in columns:
+        check = F.expr(value_problem_sql("_image", column, named_sql(column), marked=False))
+        checks.append(check if column.name.lower() in key_names else F.when(writes, check))
     checks += [F.when(F.map_contains_key(F.col("before"), key.name),
                       F.expr(value_problem_sql("before", key, named_sql(key), marked=False))) for key in keys]
     problem = F.coalesce(*checks) if checks else F.lit(None).cast("string")
