@@ -26,3 +26,24 @@ def test_a_first_run_reads_nothing_it_did_not_write_and_everything_it_did(spark,
     assert later.latest_checkpoint("shop").resolved_ts == 200
     assert [h.table for h in later.halted("shop")] == ["orders"] and later.holds("shop") == []
     assert later.halted() and later.latest_checkpoint("other") == Checkpoint("other")
+
+
+def test_reads_see_updates_and_deletes_as_spark_does(spark, settings):
+    """The control tables are read by Iceberg's generic reader (no Spark job): a row an UPDATE or DELETE rewrote
+    (merge-on-read: deletion vectors in format v3) is read once, as it is now, with its timestamps as pyspark
+    gives them."""
+    store = StateStore(spark, settings.catalog_name)
+    store.halt("shop", "app", "orders", 120, "ALTER TABLE orders ...", "cannot apply")
+    store.halt("shop", "app", "items", 90, "ALTER TABLE items ...", "cannot apply")
+    assert store.resolve_halt("shop", "APP", "Orders", "skip") == 1
+    assert [h.table for h in store.halted("shop")] == ["items"]
+    every = store.halted("shop", include_resolved=True)
+    assert [(h.table, h.resolution) for h in every] == [("items", None), ("orders", "skip")]
+    by_spark = {r["table_name"]: r["halted_at"] for r in spark.table(store.table("halted")).collect()}
+    assert {h.table: h.halted_at for h in every} == by_spark
+
+    for ts in (300, 200, 250):
+        store.write_checkpoint(Checkpoint("shop", resolved_ts=ts, run_id=f"r{ts}"))
+    spark.sql(f"DELETE FROM {store.table('checkpoints')} WHERE resolved_ts = 300")
+    assert [c.resolved_ts for c in store.checkpoints("shop")] == [200, 250]
+    assert store.latest_checkpoint("shop").run_id == "r250"

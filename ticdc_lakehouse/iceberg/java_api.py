@@ -305,6 +305,22 @@ class JavaIceberg:
             tx.commitTransaction()
         self._note(namespace, table, exists=True)
 
+    def create_plain_table(self, namespace: str, table: str, spark_ddl: str, properties: Mapping[str, str]) -> None:
+        """Create an unpartitioned table of the columns ``spark_ddl`` (``a string, b bigint``), converted as
+        Spark's own ``CREATE TABLE`` converts them, unless it exists: losing the race to another writer is
+        success (see ``create_namespace``)."""
+        struct = self.java("org.apache.spark.sql.types.StructType").fromDDL(spark_ddl)
+        schema = self.java("org.apache.iceberg.spark.SparkSchemaUtil").convert(struct)
+        spec = self.java("org.apache.iceberg.PartitionSpec").unpartitioned()
+        try:
+            with self._changing(namespace):
+                self.catalog.createTable(self.identifier(namespace, table), schema, spec,
+                                         self.string_map(properties))
+        except Exception:
+            if not self.table_exists(namespace, table):
+                raise
+        self._note(namespace, table, exists=True)
+
     def delete_file_counts(self, jtable) -> tuple[int, int]:
         """(deletion vectors, other delete files) the current snapshot applies: what a reader merges in.
 

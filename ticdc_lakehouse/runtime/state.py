@@ -83,12 +83,15 @@ class HaltedTable:
 
 
 class StateStore:
-    """Reads and writes the control tables through Spark (small tables; one commit per write)."""
+    """The control tables: written through Spark (one commit per write); the rows a run reads before its first
+    Spark job (checkpoints, halts, holds) read by Iceberg's generic reader (``iceberg.small_tables``), the
+    aggregates ``lakehouse status`` shows through Spark."""
 
     def __init__(self, spark, catalog: str) -> None:
         self.spark = spark
         self.catalog = catalog
         self._ensured = False
+        self._ji: Any = None
         #: the control tables this store created (a deployment's first run): they hold no row of the changefeed
         #: it reads, so reading them is skipped (see ``_new``)
         self._created: set[str] = set()
@@ -97,25 +100,39 @@ class StateStore:
         return f"{quote(self.catalog)}.{quote(NAMESPACE)}.{quote(name)}"
 
     def ensure(self) -> None:
+        """Create the control tables a deployment lacks (its first run), through Iceberg's catalog API: as
+        ``CREATE TABLE`` statements, Spark parsed, analysed and planned each (a second of a first run's critical
+        path for the five). Another process creating one at the same time is no error."""
         if self._ensured:
             return
-        from ticdc_lakehouse.iceberg.java_api import JavaIceberg
-
-        ji = JavaIceberg(self.spark, self.catalog)
+        ji = self._java()
         from ticdc_lakehouse.merge.below_cut import BELOW_CUT_DDL
 
         wanted = (("checkpoints", CHECKPOINTS_DDL), ("dead_letters", DEAD_LETTERS_DDL), ("halted", HALTED_DDL),
                   ("held", HELD_DDL), ("below_cut", BELOW_CUT_DDL))
         missing = [(name, ddl) for name, ddl in wanted if not ji.table_exists(NAMESPACE, name)]
-        if missing:
-            self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote(self.catalog)}.{quote(NAMESPACE)}")
+        if missing and not ji.namespace_exists(NAMESPACE):
+            ji.create_namespace(NAMESPACE)
         for name, ddl in missing:
-            self.spark.sql(
-                f"CREATE TABLE IF NOT EXISTS {self.table(name)} ({ddl}) USING iceberg "
-                f"TBLPROPERTIES ('format-version'='{iceberg_tables.FORMAT_VERSION}')"
-            )
+            ji.create_plain_table(NAMESPACE, name, ddl, {"format-version": str(iceberg_tables.FORMAT_VERSION)})
         self._created = {name for name, _ in missing}
         self._ensured = True
+
+    def _java(self):
+        """The catalog's Java API (one per store)."""
+        if self._ji is None:
+            from ticdc_lakehouse.iceberg.java_api import JavaIceberg
+
+            self._ji = JavaIceberg(self.spark, self.catalog)
+        return self._ji
+
+    def _rows(self, name: str, changefeed: Optional[str]) -> list[dict[str, Any]]:
+        """The rows of control table ``name`` (of ``changefeed``, or all), read without a Spark job
+        (``small_tables``)."""
+        from ticdc_lakehouse.iceberg.small_tables import read_rows
+
+        self.ensure()
+        return read_rows(self._java(), NAMESPACE, name, {"changefeed": changefeed} if changefeed else {})
 
     def _new(self, name: str, changefeed: Optional[str]) -> bool:
         """Whether control table ``name`` holds no row of ``changefeed`` because this store just created it: a
@@ -126,26 +143,16 @@ class StateStore:
 
     # -- checkpoints -------------------------------------------------------------------------------------
     def checkpoints(self, changefeed: str) -> list[Checkpoint]:
-        self.ensure()
-        rows = (
-            self.spark.table(self.table("checkpoints"))
-            .filter(f"changefeed = '{_escape(changefeed)}'")
-            .orderBy("resolved_ts", "committed_at")
-            .collect()
-        )
-        return [self._checkpoint(row) for row in rows]
+        """Every checkpoint of ``changefeed``, oldest cut first."""
+        found = [self._checkpoint(row) for row in self._rows("checkpoints", changefeed)]
+        return sorted(found, key=lambda c: (c.resolved_ts is not None, c.resolved_ts or 0,
+                                            c.committed_at is not None, c.committed_at or datetime.min))
 
     def latest_checkpoint(self, changefeed: str) -> Checkpoint:
         if self._new("checkpoints", changefeed):
             return Checkpoint(changefeed)
-        rows = (
-            self.spark.table(self.table("checkpoints"))
-            .filter(f"changefeed = '{_escape(changefeed)}'")
-            .orderBy("resolved_ts", "committed_at", ascending=False)
-            .limit(1)
-            .collect()
-        )
-        return self._checkpoint(rows[0]) if rows else Checkpoint(changefeed)
+        found = self.checkpoints(changefeed)
+        return found[-1] if found else Checkpoint(changefeed)
 
     @staticmethod
     def _checkpoint(row: Any) -> Checkpoint:
@@ -238,15 +245,12 @@ class StateStore:
     def halted(self, changefeed: Optional[str] = None, include_resolved: bool = False) -> list[HaltedTable]:
         if self._new("halted", changefeed):
             return []
-        frame = self.spark.table(self.table("halted"))
-        if changefeed:
-            frame = frame.filter(f"changefeed = '{_escape(changefeed)}'")
-        if not include_resolved:
-            frame = frame.filter("resolution IS NULL")
+        rows = [r for r in self._rows("halted", changefeed) if include_resolved or r["resolution"] is None]
+        rows.sort(key=lambda r: (r["ddl_ts"] is not None, r["ddl_ts"] or 0))
         return [
             HaltedTable(r["changefeed"], r["schema_name"], r["table_name"], r["ddl_ts"], r["query"], r["reason"],
                         r["halted_at"], r["resolution"])
-            for r in frame.orderBy("ddl_ts").collect()
+            for r in rows
         ]
 
     def halt(self, changefeed: str, schema: str, table: str, ddl_ts: int, query: str, reason: str) -> None:
@@ -288,10 +292,10 @@ class StateStore:
         """The held messages of a changefeed: unresolved ones (``resolution=None``) or those resolved so."""
         if self._new("held", changefeed):
             return []
-        frame = self.spark.table(self.table("held")).filter(f"changefeed = '{_escape(changefeed)}'")
-        frame = frame.filter("resolution IS NULL" if resolution is None else f"resolution = '{_escape(resolution)}'")
+        rows = sorted((r for r in self._rows("held", changefeed) if r["resolution"] == resolution),
+                      key=lambda r: (r["topic"], r["partition"], r["offset"]))
         return [{"topic": r["topic"], "partition": r["partition"], "offset": r["offset"], "error": r["error"],
-                 "held_at": r["held_at"]} for r in frame.orderBy("topic", "partition", "offset").collect()]
+                 "held_at": r["held_at"]} for r in rows]
 
     def record_holds(self, changefeed: str, failures) -> None:
         """Record the messages partitions are held at (``failures``: decode-failure events), once each."""
