@@ -39,7 +39,7 @@ def read_rows(ji: JavaIceberg, namespace: str, table: str, equal: Mapping[str, A
             rows.append({name: _value(kind, values.get(field_id)) for field_id, name, kind in fields})
     finally:
         records.close()
-    # the reader keeps a data file's rows that its residual filter cannot rule out: filter them here too
+    # the filter again, on the few rows read: it holds whatever the reader makes of a file's residual filter
     return [row for row in rows if all(row[column] == value for column, value in equal.items())]
 
 
