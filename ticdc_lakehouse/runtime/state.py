@@ -111,8 +111,8 @@ class StateStore:
         wanted = (("checkpoints", CHECKPOINTS_DDL), ("dead_letters", DEAD_LETTERS_DDL), ("halted", HALTED_DDL),
                   ("held", HELD_DDL), ("below_cut", BELOW_CUT_DDL))
         missing = [(name, ddl) for name, ddl in wanted if not ji.table_exists(NAMESPACE, name)]
-        if missing and not ji.namespace_exists(NAMESPACE):
-            ji.create_namespace(NAMESPACE)
+        if missing:
+            ji.create_namespace(NAMESPACE)  # unless it exists
         for name, ddl in missing:
             ji.create_plain_table(NAMESPACE, name, ddl, {"format-version": str(iceberg_tables.FORMAT_VERSION)})
         self._created = {name for name, _ in missing}
@@ -144,15 +144,19 @@ class StateStore:
     # -- checkpoints -------------------------------------------------------------------------------------
     def checkpoints(self, changefeed: str) -> list[Checkpoint]:
         """Every checkpoint of ``changefeed``, oldest cut first."""
-        found = [self._checkpoint(row) for row in self._rows("checkpoints", changefeed)]
-        return sorted(found, key=lambda c: (c.resolved_ts is not None, c.resolved_ts or 0,
-                                            c.committed_at is not None, c.committed_at or datetime.min))
+        return [self._checkpoint(row) for row in self._checkpoint_rows(changefeed)]
 
     def latest_checkpoint(self, changefeed: str) -> Checkpoint:
         if self._new("checkpoints", changefeed):
             return Checkpoint(changefeed)
-        found = self.checkpoints(changefeed)
-        return found[-1] if found else Checkpoint(changefeed)
+        rows = self._checkpoint_rows(changefeed)
+        return self._checkpoint(rows[-1]) if rows else Checkpoint(changefeed)
+
+    def _checkpoint_rows(self, changefeed: str) -> list[dict[str, Any]]:
+        """The checkpoint rows of ``changefeed`` by cut, then commit time (NULLs first, as Spark sorts): only the
+        one a caller wants is parsed (each holds every table's snapshot as JSON)."""
+        return sorted(self._rows("checkpoints", changefeed),
+                      key=lambda r: (_nulls_first(r["resolved_ts"]), _nulls_first(r["committed_at"])))
 
     @staticmethod
     def _checkpoint(row: Any) -> Checkpoint:
@@ -246,7 +250,7 @@ class StateStore:
         if self._new("halted", changefeed):
             return []
         rows = [r for r in self._rows("halted", changefeed) if include_resolved or r["resolution"] is None]
-        rows.sort(key=lambda r: (r["ddl_ts"] is not None, r["ddl_ts"] or 0))
+        rows.sort(key=lambda r: _nulls_first(r["ddl_ts"]))
         return [
             HaltedTable(r["changefeed"], r["schema_name"], r["table_name"], r["ddl_ts"], r["query"], r["reason"],
                         r["halted_at"], r["resolution"])
@@ -343,6 +347,11 @@ class StateStore:
             )
         finally:
             self.spark.catalog.dropTempView(view)
+
+
+def _nulls_first(value: Any) -> tuple[bool, Any]:
+    """A sort key putting NULL (None) before every value, as Spark's ascending order does."""
+    return value is not None, value
 
 
 def _escape(text: str) -> str:
