@@ -92,6 +92,18 @@ def kafka_jars() -> list[Path]:
     return jars
 
 
+def _cluster_id() -> str:
+    """A new KRaft cluster id as Kafka's ``Uuid.randomUuid`` makes it: URL-safe base64 that never starts with ``-``.
+
+    One id in 64 would otherwise start with ``-``, and ``kafka-storage format --cluster-id -abc`` then reads the id as
+    an option and fails ("expected one argument"); Kafka's own generator draws again in that case, and so do we.
+    """
+    while True:
+        cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster.startswith("-"):
+            return cluster
+
+
 class Broker:
     """One Kafka broker process on fixed ports and a fixed data directory, stoppable and restartable by PID.
 
@@ -136,7 +148,7 @@ class Broker:
         """``kafka-storage format`` once per data directory: a new cluster id, the metadata log's bootstrap."""
         if (self.data_dir / "logs" / "meta.properties").is_file():
             return
-        cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster = _cluster_id()
         result = subprocess.run(
             [java_executable(), "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
              "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", classpath, "kafka.tools.StorageTool",
