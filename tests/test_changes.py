@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from ticdc_lakehouse.core.events_arrow import EVENT_SPARK_SCHEMA, event_to_row
@@ -153,6 +155,22 @@ def test_a_delete_is_judged_by_its_key_only(spark):
     assert invalid_events(table_rows(frame(spark, events), "s", "t", 0, 1000), COLUMNS, [COLUMNS[0]]).count() == 0
     with pytest.raises(Exception, match="lakehouse-invalid-value: column id"):
         rows(spark, [event(20, DELETE, None, {**wide, "id": "x4"})])
+
+
+@pytest.mark.parametrize("column, bad", [
+    ("price", "123456.789"), ("state", "7"), ("tags", "8"), ("raw", "not*base64"), ("raw", "QUJDRA=a"),
+    ("raw", "QUJDR"), ("at", "2026-13-01 00:00:00"),
+    ("id", "x1"),
+])
+def test_a_value_its_column_cannot_store_fails_the_change_set_naming_it(spark, column, bad):
+    """Each value is typed and checked in one projection and guarded in the next (``changes.CheckedValue``): a
+    value its column cannot store exactly, in an insert or in an update's new image, fails the change set with
+    the column and the value, never a NULL or a rounded number."""
+    full = {"id": "1", "price": "1.00", "state": "1", "tags": "0", "raw": None, "at": None}
+    for events in ([event(10, INSERT, {**full, column: bad})],
+                   [event(10, INSERT, full, offset=1), event(20, UPDATE, {**full, column: bad}, full, offset=2)]):
+        with pytest.raises(Exception, match=f"lakehouse-invalid-value: column {column} .*{re.escape(bad)}"):
+            rows(spark, events)
 
 
 def test_a_key_change_is_told_from_the_old_image_and_types_both_keys(spark):

@@ -11,6 +11,7 @@ that the MERGE joins on, so Spark reuses that partitioning for the join instead 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from pyspark.sql import Column, DataFrame
@@ -52,16 +53,48 @@ def names_from_numbers_sql(raw: str, base: str, elements: Sequence[str]) -> str:
     return f"CASE WHEN {raw} RLIKE {sql_string(NUMBER_PATTERN)} THEN {names} ELSE {raw} END"
 
 
+@dataclass(frozen=True)
+class CheckedValue:
+    """A column's value typed without failing (``typed``: NULL where the text is no value of the type) and why the
+    text cannot be stored exactly (``problem``: NULL when it can), as two expressions.
+
+    Why two: the merge computes both in one projection and guards them in the next (``typed_changes``), so Spark
+    reads each value out of its row image, matches it and casts it once. Written as one guarded expression, each
+    lookup and cast appeared three to six times, inside branches that Spark's common-subexpression elimination
+    does not reach (a delete's values are never typed), and every copy ran."""
+
+    typed: Column
+    problem: Column
+    #: ``typed`` gives a value or NULL for any text; False where it may fail instead (``unbase64``, ``conv``)
+    safe: bool = True
+
+    def guarded(self) -> Column:
+        """The typed value, or a failure of the job naming the column and value (``value_checks.guarded``)."""
+        return guarded(self.typed, self.problem)
+
+    def typed_if_exact(self) -> Column:
+        """``typed`` for a projection whose next one guards it: evaluated for every text where that cannot fail,
+        else only where the text is exact (an invalid text would fail the job with Spark's error, not with the
+        one naming the column and value that the flush dead-letters)."""
+        return self.typed if self.safe else F.when(self.problem.isNull(), self.typed)
+
+
 def typed_value(values: str, named_enums: Column, column: TargetColumn) -> Column:
     """The value of ``column`` in the canonical-string map column named ``values``, typed as the column's Spark
     type exactly, or a failure of the job naming the column and value (``value_checks``): never a silent NULL or
-    a rounded number (see ``typed_text``)."""
-    return typed_text(raw_sql(values, column.name), named_enums, column)
+    a rounded number (see ``checked_text``)."""
+    return checked_value(values, named_enums, column).guarded()
 
 
-def typed_text(raw: str, named_enums: Column, column: TargetColumn) -> Column:
-    """The canonical text the SQL expression ``raw`` holds, typed as ``column``'s Spark type exactly, or a failure
-    of the job naming the column and value (``value_checks``). Casts are ANSI-safe ``try_cast`` behind that check.
+def checked_value(values: str, named_enums: Column, column: TargetColumn) -> CheckedValue:
+    """``checked_text`` of the value of ``column`` in the canonical-string map column named ``values``."""
+    return checked_text(raw_sql(values, column.name), named_enums, column)
+
+
+def checked_text(raw: str, named_enums: Column, column: TargetColumn) -> CheckedValue:
+    """The canonical text the SQL expression ``raw`` holds, typed as ``column``'s Spark type, and why it is not
+    exact for the column (``value_checks``). Casts are ANSI-safe ``try_cast``: the problem says where they gave
+    NULL for a text that was not NULL.
 
     ENUM and SET arrive as index/bitmask from most protocols and as names from others (the event lists those in
     ``named_enums``); the element list comes from the target column's MySQL type. An index or bitmask past the
@@ -73,10 +106,11 @@ def typed_text(raw: str, named_enums: Column, column: TargetColumn) -> Column:
     if base in ("enum", "set") and elements:
         is_named = F.coalesce(F.array_contains(named_enums, column.name), F.lit(False))
         by_number = F.expr(names_from_numbers_sql(raw, base, elements))
-        return guarded(F.when(is_named, text).otherwise(by_number),
-                       F.when(~is_named, text_problem(raw, column)))  # names are not numbers to check
+        # names are not numbers to check; a bitmask past 64 bits fails conv (the problem names it first)
+        return CheckedValue(F.when(is_named, text).otherwise(by_number),
+                            F.when(~is_named, text_problem(raw, column)), safe=False)
     elif spark_type == "binary":
-        typed = F.unbase64(text)
+        return CheckedValue(F.unbase64(text), text_problem(raw, column), safe=False)  # fails on a bad length
     elif spark_type == "string":
         typed = text
     elif spark_type == "boolean":
@@ -86,7 +120,7 @@ def typed_text(raw: str, named_enums: Column, column: TargetColumn) -> Column:
         typed = F.when(text.startswith("0000-00-00"), F.lit(None)).otherwise(F.expr(try_cast_sql(raw, spark_type)))
     else:
         typed = F.expr(try_cast_sql(raw, spark_type))
-    return guarded(typed, text_problem(raw, column))
+    return CheckedValue(typed, text_problem(raw, column))
 
 
 def typed_changes(rows: DataFrame, columns: Sequence[TargetColumn], keys: Sequence[TargetColumn],
@@ -107,14 +141,15 @@ def typed_changes(rows: DataFrame, columns: Sequence[TargetColumn], keys: Sequen
     image does not hold kept its value. Canonical texts of one type are equal exactly when their values are (and a
     split that moved nothing, a delete and a write of one key at one position, would still leave the write).
 
-    One projection types everything and leaves the images (string maps) behind; only then are the key-changing
-    updates exploded into their two variants, over narrow typed rows. Each projection of rows that still carry
-    the maps copies them (the merge's stages run without whole-stage code generation, see ``spark_session``), and
-    that copying had cost more than the typing.
+    One projection reads, types and checks every value (``CheckedValue``) and leaves the images (string maps)
+    behind; only then are the key-changing updates exploded into their two variants, and the projection after
+    that guards each value (a failure of the job where a value is not exact), over narrow typed rows. Each
+    projection of rows that still carry the maps copies them (the merge's stages run without whole-stage code
+    generation, see ``spark_session``), and that copying had cost more than the typing. The variant that deletes
+    an old key checks that key; a delete's other values are never checked (it writes none).
     """
     key_index = {key.name.lower(): i for i, key in enumerate(keys)}
     flagged = set(partial)
-    is_delete = F.col("op") == DELETE
     enums = F.col("named_enums")
     moved = None
     for key in keys:
@@ -124,29 +159,40 @@ def typed_changes(rows: DataFrame, columns: Sequence[TargetColumn], keys: Sequen
     selected: list[Column] = [F.col(c) for c in ("op", "commit_ts", "partition", "offset", "seq", "ts_made_up",
                                                  *carried)]
     selected.append(F.coalesce(split, F.lit(False)).alias("_split"))
+    checked: list[str] = []  # the (typed, problem) columns the guards read
     for i, key in enumerate(keys):
         new_text = (f"CASE WHEN op = {sql_string(DELETE)} THEN {raw_sql('before', key.name)} "
                     f"ELSE {raw_sql('after', key.name)} END")
-        selected.append(typed_text(new_text, enums, key).alias(f"_k{i}"))
+        new_key, old_key = checked_text(new_text, enums, key), checked_value("before", enums, key)
         old_held = F.coalesce((F.col("op") == UPDATE) & F.map_contains_key(F.col("before"), key.name), F.lit(False))
-        selected.append(F.when(old_held, typed_value("before", enums, key)).alias(f"_old_k{i}"))
-        selected.append(old_held.alias(f"_old_held{i}"))
+        selected += [new_key.typed_if_exact().alias(f"_kt{i}"), new_key.problem.alias(f"_kp{i}"),
+                     old_key.typed_if_exact().alias(f"_okt{i}"), F.when(old_held, old_key.problem).alias(f"_okp{i}"),
+                     old_held.alias(f"_oh{i}")]
+        checked += [f"_kt{i}", f"_kp{i}", f"_okt{i}", f"_okp{i}", f"_oh{i}"]
+    values: list[int] = []
     for position, column in enumerate(columns):
         if column.name.lower() in key_index:
             continue
-        # a delete writes no value: only its key is read (and checked), its old image's other columns never are
-        selected.append(F.when(~is_delete, typed_value("after", enums, column)).alias(f"_c{position}"))
+        value = checked_value("after", enums, column)
+        selected += [value.typed_if_exact().alias(f"_t{position}"), value.problem.alias(f"_p{position}")]
+        checked += [f"_t{position}", f"_p{position}"]
+        values.append(position)
         if position in flagged:
             selected.append(F.map_contains_key(F.col("after"), column.name).alias(f"{PRESENT}{position}"))
     typed = rows.select(*selected)
     exploded = typed.withColumn(
         "_variant", F.explode(F.when(F.col("_split"), F.array(F.lit(0), F.lit(1))).otherwise(F.array(F.lit(0)))))
     is_old = F.col("_variant") == 1
-    helpers = {"op", "_split", *[f"{prefix}{i}" for prefix in ("_k", "_old_k", "_old_held") for i in range(len(keys))]}
+    is_delete = F.col("op") == DELETE  # the event's own op: the old-key variant carries its update's values
+    helpers = {"op", "_split", *checked}
     return exploded.select(
         F.when(is_old, F.lit(DELETE)).otherwise(F.col("op")).alias("op"),
         *[F.col(c) for c in typed.columns if c not in helpers],
-        *[F.when(is_old & F.col(f"_old_held{i}"), F.col(f"_old_k{i}")).otherwise(F.col(f"_k{i}")).alias(f"_k{i}")
+        # a delete writes no value: only its key is read (and checked), its old image's other columns never are
+        *[F.when(~is_delete, CheckedValue(F.col(f"_t{p}"), F.col(f"_p{p}")).guarded()).alias(f"_c{p}")
+          for p in values],
+        *[F.when(is_old & F.col(f"_oh{i}"), CheckedValue(F.col(f"_okt{i}"), F.col(f"_okp{i}")).guarded())
+          .otherwise(CheckedValue(F.col(f"_kt{i}"), F.col(f"_kp{i}")).guarded()).alias(f"_k{i}")
           for i in range(len(keys))],
     )
 
