@@ -259,3 +259,24 @@ def test_a_column_renamed_ahead_of_older_rows_reads_their_values_under_its_new_n
     ]
     out = change_set(frame(spark, events), "s", "t", 0, 100, renamed, renamed[:1], renames=((20, "old", "note"),))
     assert {r["id"]: r["note"] for r in out.collect()} == {1: "a", 2: "b2", 3: "c"}
+
+
+def test_a_change_set_without_key_changes_is_the_same_without_the_key_change_step(spark):
+    """``keys_move=False`` (no update of the run changed a key column, see ``staged_stats``) skips reading and
+    exploding old keys: the change set is the same as with it."""
+    full = {"id": "1", "price": "1.00", "state": "1", "tags": "0", "raw": "AP8=", "at": None}
+    events = frame(spark, [
+        event(10, INSERT, full, offset=1),
+        event(20, UPDATE, {**full, "price": "2.00"}, {"price": "1.00"}, offset=2),
+        event(30, INSERT, {**full, "id": "2"}, offset=3),
+        event(40, DELETE, None, {**full, "id": "2"}, offset=4),
+        event(50, INSERT, {**full, "id": "3", "tags": "3"}, offset=5),
+    ])
+    keys = [COLUMNS[0]]
+
+    def collected(keys_move):
+        out = change_set(events, "s", "t", 0, 1000, COLUMNS, keys, keys_move=keys_move)
+        return sorted((tuple(r) for r in out.collect()), key=lambda r: str(r))
+
+    assert collected(False) == collected(True)
+    assert len(collected(False)) == 3

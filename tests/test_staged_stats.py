@@ -110,3 +110,35 @@ def test_a_key_only_delete_never_defines_the_table_when_an_insert_image_exists()
     alone = finish(task_part([key_only]))
     assert not alone.rows[("s", "t")].defines_columns
     assert finish(task_part([full_delete])).rows[("s", "t")].defines_columns
+
+
+def test_the_columns_updates_changed_tell_whether_a_key_may_have_moved():
+    """Only an update whose old image changed a key column moves its row: the merge explodes such updates into
+    a delete of the old key and a write of the new one, and skips that work for a table none of whose updates
+    did (TiCDC splits key-changing updates itself by default). Names are merged case-insensitively, across tasks,
+    and a column renamed in the run counts under each of its names."""
+    from ticdc_lakehouse.iceberg.columns import TargetColumn
+    from ticdc_lakehouse.merge.changes import key_changes_possible
+
+    types = {"id": "int", "Price": "decimal", "note": "varchar"}
+    full = {"id": "1", "Price": "1.00", "note": "a"}
+    first = task_part([
+        row("s", "t", 10, full, types),
+        row("s", "t", 20, {**full, "Price": "2.00"}, types, op="U", before=full),  # the price changed
+        row("s", "t", 30, None, types, op="D", before=full),  # a delete's image is no change
+        row("s", "moved", 10, {**full, "id": "2"}, types, op="U", before=full),  # the key changed
+    ])
+    second = task_part([row("s", "t", 40, {**full, "note": "b"}, types, op="U", before={**full, "note": "a"})])
+    param = StatsParam()
+    stats = finish(param.addInPlace(param.addInPlace(param.zero(StatsPart()), first), second))
+    assert stats.rows[("s", "t")].changed_by_updates == {"price", "note"}
+    assert stats.rows[("s", "moved")].changed_by_updates == {"id"}
+
+    keys = [TargetColumn("ID", "int", "int")]
+    assert not key_changes_possible(keys, stats.rows[("s", "t")].changed_by_updates)
+    assert key_changes_possible(keys, stats.rows[("s", "moved")].changed_by_updates)
+    assert key_changes_possible(keys, None)  # not known: the merge checks every update
+    # the key was called "ref" and then "code" before it became "id": a change of "ref" moved a row
+    renames = [(5, "ref", "code"), (6, "code", "id")]
+    assert key_changes_possible(keys, frozenset({"ref"}), renames)
+    assert not key_changes_possible(keys, frozenset({"note"}), renames)

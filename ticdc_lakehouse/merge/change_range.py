@@ -46,6 +46,8 @@ class ChangeRange:
     row_events: Optional[int] = None
     #: columns renamed in the run ahead of the rows below them: (ts, old, new) (see ``changes.carry_renames``)
     renames: tuple[tuple[int, str, str], ...] = ()
+    #: an update among the rows may have changed a key (``changes.key_changes_possible``)
+    keys_move: bool = True
 
     @property
     def lower(self) -> int:
@@ -63,7 +65,7 @@ class ChangeRange:
         """The typed change set of the range (``changes.change_set``): never collected."""
         target = self.target
         return change_set(events, self.upstream_schema, self.upstream_table, self.lower, self.upto_ts,
-                          target.columns, target.keys, self.always_sent, self.renames)
+                          target.columns, target.keys, self.always_sent, self.renames, self.keys_move)
 
     def with_range(self, upto_ts: int) -> "ChangeRange":
         return replace(self, upto_ts=upto_ts)

@@ -19,7 +19,8 @@ from typing import Iterable, Optional
 from pyspark.accumulators import AccumulatorParam
 
 from ticdc_lakehouse.merge.plan import DDLRecord, PartitionKey, TableKey, table_key
-from ticdc_lakehouse.core.model import DDLEvent, DecodeFailure, Event, ResolvedEvent, RowChange
+from ticdc_lakehouse.core.events_arrow import old_image
+from ticdc_lakehouse.core.model import UPDATE, DDLEvent, DecodeFailure, Event, ResolvedEvent, RowChange
 
 #: a DDL's Kafka position (topic, partition, offset, seq): the same DDL from a re-run task is the same key
 DDLPosition = tuple[str, int, int, int]
@@ -46,9 +47,13 @@ class TableRows:
     key_only: bool = False
     #: row events per op (I/U/D): only reported (the run's summary), so a re-run task's over-count is harmless
     ops: dict[str, int] = field(default_factory=dict)
+    #: the columns whose value some update changed (its old image as the decode stage keeps it, ``old_image``),
+    #: as the events named them: a key column among them moved its row (``changes.key_changes_possible``)
+    changed: frozenset[str] = frozenset()
 
     def absorb(self, other: "TableRows") -> None:
         self.rows += other.rows
+        self.changed = self.changed | other.changed
         self.scales = _max_scales(self.scales, other.scales)
         self.ops = {op: self.ops.get(op, 0) + other.ops.get(op, 0) for op in {*self.ops, *other.ops}}
         self.min_ts = min(self.min_ts, other.min_ts)
@@ -163,7 +168,7 @@ class StatsFolder:
         # per (schema, table): [rows, min ts, max ts, widest event, {column set of insert/update images: their
         # greatest ts}, every such image had all its typed columns, the types dict of the last image, its
         # column set, {bare decimal column: greatest scale}, (types dict, its bare decimal columns), {op: row
-        # events}] (a list: updated in place for every row)
+        # events}, {column an update changed}] (a list: updated in place for every row)
         self._tables: dict[tuple[str, str], list] = {}
 
     def add(self, events: Iterable[Event]) -> None:
@@ -177,10 +182,12 @@ class StatsFolder:
                 entry = tables.get((event.schema, event.table))
                 if entry is None:
                     entry = tables[(event.schema, event.table)] = [0, ts, ts, event, {}, True, None, None, {},
-                                                                   (None, ()), {}]
+                                                                   (None, ()), {}, set()]
                 entry[0] += 1
                 ops = entry[10]
                 ops[event.op] = ops.get(event.op, 0) + 1
+                if event.op == UPDATE and event.before:
+                    entry[11].update(old_image(event))
                 if ts < entry[1]:
                     entry[1] = ts
                 elif ts > entry[2]:
@@ -225,12 +232,13 @@ class StatsFolder:
     def finish(self) -> StatsPart:
         """The part to hand to the accumulator (plain data: it is pickled to the driver)."""
         part = self.part
-        for name, (rows, min_ts, max_ts, widest, layouts, complete, _, _, scales, _, ops) in self._tables.items():
+        for name, (rows, min_ts, max_ts, widest, layouts, complete, _, _, scales, _, ops, changed
+                   ) in self._tables.items():
             part.max_commit_ts = max(part.max_commit_ts, max_ts)
             values = widest.after if widest.after is not None else (widest.before or {})
             part.rows[name] = TableRows(rows, min_ts, max_ts, list(widest.column_types.items()),
                                         list(widest.key_columns), dict(values), layouts if complete else None,
-                                        scales, _key_only(widest), ops)
+                                        scales, _key_only(widest), ops, frozenset(changed))
         self._tables = {}
         return part
 
@@ -274,6 +282,8 @@ class TableStats:
     layouts: Optional[dict[frozenset[str], int]]  # see ``TableRows.layouts`` and ``columns_sent``
     defines_columns: bool  # False: only key-only deletes typed it (see ``TableRows.key_only``)
     ops: dict[str, int]  # row events per op (I/U/D), only reported
+    #: the columns (lower case) whose value some update changed, see ``TableRows.changed``
+    changed_by_updates: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -303,7 +313,7 @@ def finish(part: StatsPart) -> StagedStats:
     rows = {
         key: TableStats(*names[key], entry.rows, entry.min_ts, entry.max_ts,
                         infer_precision(entry.column_types, entry.scales), list(entry.key_columns), entry.layouts,
-                        not entry.key_only, dict(entry.ops))
+                        not entry.key_only, dict(entry.ops), frozenset(name.lower() for name in entry.changed))
         for key, entry in merged.items()
     }
     ddls = [part.ddls[position] for position in sorted(part.ddls)]

@@ -186,7 +186,8 @@ def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[
         else:
             ranges = [TableRange(plans[i].change.upstream_schema, plans[i].change.upstream_table,
                                  plans[i].change.lower, plans[i].change.upto_ts) for i in members]
-            source = tables_change_set(events, ranges, target.columns, target.keys, first.always_sent)
+            source = tables_change_set(events, ranges, target.columns, target.keys, first.always_sent,
+                                       any(plans[i].change.keys_move for i in members))
         layout = plans[members[0]].layout
         if plans[members[0]].rewrite:
             frame = spread(rewritten_frame(spark, catalog, [plans[i] for i in members], source), catalog, layout,

@@ -23,6 +23,7 @@ from ticdc_lakehouse.iceberg.tables import (
 )
 from ticdc_lakehouse.merge.table_events import table_rows
 from ticdc_lakehouse.merge.change_range import ChangeRange, FlushResult
+from ticdc_lakehouse.merge.changes import key_changes_possible
 from ticdc_lakehouse.merge.flush import flush_table
 from ticdc_lakehouse.merge.plan import TableKey, table_key
 from ticdc_lakehouse.merge.run_state import RunContext, holding
@@ -63,10 +64,12 @@ def change_range(ctx: RunContext, schema: str, table: str, upto_ts: int, create_
     lower = target.watermark if after_ts is None else after_ts
     rows_in_range = has_rows(ctx, key, lower, upto_ts) if stats else False
     names = (stats.schema, stats.table) if stats else (schema, table)
+    renames = tuple(ctx.renamed_in_run.get(key, ()))
     return ChangeRange(
         target, *names, upto_ts, rows_in_range, ctx.summary(), after_ts=after_ts,
         always_sent=columns_sent(stats.layouts, ctx.added_in_run.get(key)) if stats else frozenset(),
-        row_events=stats.rows if stats else None, renames=tuple(ctx.renamed_in_run.get(key, ())),
+        row_events=stats.rows if stats else None, renames=renames,
+        keys_move=key_changes_possible(target.keys, stats.changed_by_updates if stats else None, renames),
     )
 
 
