@@ -10,7 +10,7 @@ Spark users get the same with ``SELECT ... FROM shop.orders VERSION AS OF 'tso_<
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Mapping, Optional
+from typing import Any, Mapping, Optional
 
 from ticdc_lakehouse.runtime.config import Settings
 from ticdc_lakehouse.runtime.parallel import commits_at_once, map_at_most
@@ -117,18 +117,24 @@ def as_of_sql(spark, settings: Settings, sql: str, tso: int, changefeed: Optiona
     return rewrite_as_of(sql, cut.tables, settings.catalog_name)
 
 
-def tag_cut(spark, settings: Settings, cut: int, tables: Mapping[str, Optional[int]]) -> None:
+def tag_cut(spark, settings: Settings, cut: int, tables: Mapping[str, Optional[int]],
+            loaded: Optional[Mapping[str, Any]] = None) -> None:
     """Tag each table's snapshot at the cut ``tso_<cut>`` so plain Spark can read the cut. No age limit on the
     tag: ``lakehouse maintain`` decides which cuts to keep (``maintenance.retain_cuts_days``/``retain_last_cuts``).
 
     Through Iceberg's API, one catalog commit per table (an ``ALTER TABLE ... CREATE TAG`` statement per table
-    cost a SQL parse and plan each: seconds for a changefeed of hundreds of tables)."""
+    cost a SQL parse and plan each: seconds for a changefeed of hundreds of tables). ``loaded``: the tables as the
+    caller loaded them (name -> Java table), not loaded again (a commit that finds its table changed since
+    refreshes it and tries again, as any Iceberg commit does)."""
     ji = JavaIceberg(spark, settings.catalog_name)
     tag = TAG_PREFIX + str(cut)
+    known = loaded or {}
 
     def tag_table(name: str, snapshot: int) -> None:
         namespace, _, table = name.partition(".")
-        jtable = ji.load(namespace, table)
+        jtable = known.get(name)
+        if jtable is None:
+            jtable = ji.load(namespace, table)
         manage = jtable.manageSnapshots()
         if jtable.refs().containsKey(tag):
             manage.replaceTag(tag, int(snapshot)).commit()

@@ -7,7 +7,7 @@ bound, held, or pending its table's schema), so nothing is skipped.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from pyspark.sql import functions as F
 
@@ -23,7 +23,8 @@ def write_checkpoint(ctx: RunContext, run: DecodedRun, cut: CutPlan, tables: Ite
                      say: Callable[[str], None]) -> None:
     """Record the cut for ``tables`` (``schema.table``, with every table the run touched) and tag it."""
     checkpoint = run.checkpoint
-    cut_tables = table_snapshots(ctx, set(tables) | {f"{k[0]}.{k[1]}" for k in ctx.tables})
+    loaded: dict[str, Any] = {}
+    cut_tables = table_snapshots(ctx, set(tables) | {f"{k[0]}.{k[1]}" for k in ctx.tables}, loaded)
     # where to read next time: the first event of each partition not applied yet
     bound = cut.plan.safe_bound(ctx.halted) if cut.resolved_mode else cut.cut
     unapplied = _first_unapplied(run.events, ctx, bound, run.stats.max_commit_ts)
@@ -39,20 +40,25 @@ def write_checkpoint(ctx: RunContext, run: DecodedRun, cut: CutPlan, tables: Ite
     )
     fault_point("merge.after_checkpoint")
     if cut.resolved_mode and cut.cut > checkpoint.resolved_ts:
-        tag_cut(ctx.spark, ctx.settings, cut.cut, cut_tables)
+        tag_cut(ctx.spark, ctx.settings, cut.cut, cut_tables, loaded)
     say(f"{run.changefeed}: committed cut {resolved_ts} to {len(cut_tables)} table(s)")
 
 
-def table_snapshots(ctx: RunContext, names: Iterable[str]) -> dict[str, Optional[int]]:
+def table_snapshots(ctx: RunContext, names: Iterable[str], loaded: Optional[dict[str, Any]] = None
+                    ) -> dict[str, Optional[int]]:
     """The cut: every live table of the changefeed (``schema.table``) and its current snapshot. Read
-    ``merge.parallel_tables`` tables at a time: each is a few catalog round trips, and a changefeed has hundreds."""
+    ``merge.parallel_tables`` tables at a time: each is a few catalog round trips, and a changefeed has hundreds.
+    ``loaded``: filled with each table as loaded (lake name -> Java table), so tagging the cut loads none again."""
 
     def snapshot_of(name: str) -> Optional[tuple[str, Optional[int]]]:
         schema, _, table = name.partition(".")
         namespace, tname = ctx.ji.resolve(schema, table)
         if not ctx.ji.listed(namespace, tname):
             return None
-        snapshot = ctx.ji.load(namespace, tname).currentSnapshot()
+        jtable = ctx.ji.load(namespace, tname)
+        if loaded is not None:
+            loaded[f"{namespace}.{tname}"] = jtable
+        snapshot = jtable.currentSnapshot()
         return f"{namespace}.{tname}", snapshot.snapshotId() if snapshot is not None else None
 
     found = map_at_most(snapshot_of, sorted(names), ctx.settings.merge.parallel_tables, "cut")
