@@ -158,15 +158,7 @@ def typed_changes(rows: DataFrame, columns: Sequence[TargetColumn], keys: Sequen
     keys_move = keys_move and bool(keys)
     selected: list[Column] = [F.col(c) for c in ("op", "commit_ts", "partition", "offset", "seq", "ts_made_up",
                                                  *carried)]
-    checked: list[str] = []  # the (typed, problem) columns the guards read, and the split's helpers
-    if keys_move:
-        moved = None
-        for key in keys:
-            held = F.map_contains_key(F.col("before"), key.name)
-            moved = held if moved is None else (moved | held)
-        split = (F.col("op") == UPDATE) & F.col("before").isNotNull() & moved
-        selected.append(F.coalesce(split, F.lit(False)).alias("_split"))
-        checked.append("_split")
+    checked: list[str] = []  # the (typed, problem) columns the guards read, and the old keys' helpers
     for i, key in enumerate(keys):
         new_text = (f"CASE WHEN op = {sql_string(DELETE)} THEN {raw_sql('before', key.name)} "
                     f"ELSE {raw_sql('after', key.name)} END")
@@ -194,8 +186,12 @@ def typed_changes(rows: DataFrame, columns: Sequence[TargetColumn], keys: Sequen
     is_delete = F.col("op") == DELETE  # the event's own op: the old-key variant carries its update's values
     new_keys = [CheckedValue(F.col(f"_kt{i}"), F.col(f"_kp{i}")).guarded() for i in range(len(keys))]
     if keys_move:
+        # an update moved its row when its old image holds a key column (``_oh<i>``)
+        split = F.col("_oh0")
+        for i in range(1, len(keys)):
+            split = split | F.col(f"_oh{i}")
         exploded = typed.withColumn("_variant", F.explode(
-            F.when(F.col("_split"), F.array(F.lit(0), F.lit(1))).otherwise(F.array(F.lit(0)))))
+            F.when(split, F.array(F.lit(0), F.lit(1))).otherwise(F.array(F.lit(0)))))
         is_old = F.col("_variant") == 1
         op = F.when(is_old, F.lit(DELETE)).otherwise(F.col("op"))
         new_keys = [F.when(is_old & F.col(f"_oh{i}"), CheckedValue(F.col(f"_okt{i}"), F.col(f"_okp{i}")).guarded())
