@@ -21,13 +21,14 @@ def test_quick_run_prints_every_case_and_ratio(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     number = r"[\d,]+(?:\.\d+)?"
-    for label in ("4 tables, no DDL", "4 tables, six DDL", "12 tables, six DDL"):
+    for label in ("4 tables, no DDL", "4 tables, six DDL", "12 tables, six DDL", "12 tables of distinct columns"):
         line = next((line for line in out.splitlines() if label in line), None)
         assert line is not None, f"no row for {label!r}:\n{out}"
         # events, backfill s, events/s, plain append s, backfill/append ratio, peak RSS
         assert re.search(rf"{number} +{number} s +{number} +{number} s +{number}x +{number} MB$", line), line
     for ratio, target in (("ratio DDL", r"target <= 1\.2x"), ("ratio many tables", r"target <= 1\.5x"),
-                          ("events/s", r"target >= 25,000/s"), ("driver memory", "target: flat")):
+                          ("  of distinct columns", r"target <= 1\.5x"), ("events/s", r"target >= 25,000/s"),
+                          ("driver memory", "target: flat")):
         line = next((line for line in out.splitlines() if line.startswith(ratio)), None)
         assert line is not None and re.search(target, line), f"no {ratio} line with its target:\n{out}"
         assert re.search(rf":\s+{number}x? ", line), line

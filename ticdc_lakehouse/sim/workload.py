@@ -195,17 +195,21 @@ class Workload:
         self._remember(ts)
         return ts
 
-    def create_sample_tables(self, count: int = len(SAMPLE_TABLES)) -> None:
+    def create_sample_tables(self, count: int = len(SAMPLE_TABLES), distinct: bool = False) -> None:
         """The database and ``count`` tables: the sample tables, then copies of their shapes (``customers_1``,
-        ``orders_1``, ``order_items_1``, ``customers_2``...)."""
+        ``orders_1``, ``order_items_1``, ``customers_2``...). ``distinct``: each copy has a column of its own as
+        well (``extra_<i>``), so no two tables share their columns, as in most real databases."""
         self.ddl(f"CREATE DATABASE `{self.schema}`", "CREATE_SCHEMA", None, lambda: None)
         for i in range(count):
-            self.create_sample_copy(i)
+            self.create_sample_copy(i, distinct)
 
-    def create_sample_copy(self, i: int) -> str:
+    def create_sample_copy(self, i: int, distinct: bool = False) -> str:
         """CREATE TABLE of the ``i``-th sample-shaped table (see ``create_sample_tables``); returns its name."""
         name, columns, pk = SAMPLE_TABLES[i % len(SAMPLE_TABLES)]
-        name = name if i < len(SAMPLE_TABLES) else f"{name}_{i // len(SAMPLE_TABLES)}"
+        if i >= len(SAMPLE_TABLES):
+            name = f"{name}_{i // len(SAMPLE_TABLES)}"
+            if distinct:
+                columns = [*columns, (f"extra_{i}", "int", True)]
         self.create_table(name, columns, pk)
         return name
 
