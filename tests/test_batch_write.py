@@ -187,6 +187,43 @@ def test_tables_of_one_layout_share_a_change_set_and_column_ddl_costs_no_barrier
         assert all(r["n"] == 1 for r in per_bucket.collect()), name
 
 
+def test_small_tables_of_distinct_columns_get_one_file_each_however_many_the_run_s_write_tasks(
+        spark_session, tmp_path, monkeypatch):
+    """Twelve tables, no two of the same columns (a change set, so a Spark job, each), unpartitioned: the lake
+    equals upstream and each table, of fewer row events than a write task takes, has one data file, while the
+    run's events took several write tasks (a file of every table each, when each table's change set was spread
+    over the run's)."""
+    from ticdc_lakehouse.merge import batch_write
+
+    monkeypatch.setattr(batch_write, "EVENTS_PER_PARTITION", 150)
+    workload = Workload(seed=12, partitions=3, schema="distinct")
+    workload.create_sample_tables(12, distinct=True)
+    workload.resolve(final=True)
+    for i in range(80):
+        workload.transaction(2)
+        if i % 10 == 9:
+            workload.resolve()
+    workload.resolve(final=True)
+    archive = tmp_path / "archive"
+    write_to_archive(workload, archive, "ticdc", "open")
+    cut = workload.global_resolved_ts()
+    from ticdc_lakehouse.runtime.config import load_settings
+    from ticdc_lakehouse.commands.pipeline import backfill
+    from ticdc_lakehouse.runtime.spark_session import use_catalog
+
+    settings = load_settings(env={"LAKEHOUSE_HOME": str(tmp_path / "home"), "LAKEHOUSE__CATALOG__NAME": "batch_d"})
+    use_catalog(spark_session, settings)
+    report = backfill(settings, archive, protocol="open", spark=spark_session)
+    assert report["ok"], report
+    assert_lake_equals_upstream(spark_session, workload, cut)
+    columns = set()
+    for name in workload.expected_json(cut):
+        lake = f"batch_d.{name}"
+        columns.add(tuple(f.name for f in spark_session.table(lake).schema.fields))
+        assert spark_session.sql(f"SELECT count(*) AS n FROM {lake}.files").first()["n"] == 1, name
+    assert len(columns) == 12
+
+
 def test_a_write_task_gives_each_table_and_bucket_one_file_with_exactly_its_rows(tmp_path, monkeypatch):
     """The task-side writer (no Spark needed to call it): rows of two tables and three buckets arrive mixed over
     batches; each (table, bucket) gets one file in its table's data directory holding exactly its rows, with the

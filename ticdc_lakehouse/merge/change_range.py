@@ -61,11 +61,12 @@ class ChangeRange:
         """The snapshot summary of the commit that applies the range: the run's summary and the watermark."""
         return {**self.summary, RESOLVED_TS_PROPERTY: str(self.upto_ts)}
 
-    def source(self, events):
-        """The typed change set of the range (``changes.change_set``): never collected."""
+    def source(self, events, partitions: Optional[int] = None):
+        """The typed change set of the range (``changes.change_set``; ``partitions``: see
+        ``changes.collapse_to_last``): never collected."""
         target = self.target
         return change_set(events, self.upstream_schema, self.upstream_table, self.lower, self.upto_ts,
-                          target.columns, target.keys, self.always_sent, self.renames, self.keys_move)
+                          target.columns, target.keys, self.always_sent, self.renames, self.keys_move, partitions)
 
     def with_range(self, upto_ts: int) -> "ChangeRange":
         return replace(self, upto_ts=upto_ts)

@@ -240,7 +240,7 @@ def _delivery_order(descending: bool) -> list[Column]:
 
 
 def collapse_to_last(keyed: DataFrame, key_count: int, partial_positions: Sequence[int] = (),
-                     table_column: Sequence[str] = ()) -> DataFrame:
+                     table_column: Sequence[str] = (), partitions: Optional[int] = None) -> DataFrame:
     """Keep the last change of each key (see ``_delivery_order``).
 
     ``partial_positions``: the non-key columns (``_c<i>``) that some change did not carry. For those, the kept
@@ -250,8 +250,15 @@ def collapse_to_last(keyed: DataFrame, key_count: int, partial_positions: Sequen
     never contribute (the row they changed is gone).
 
     ``table_column``: ``(TABLE_INDEX,)`` for a several-table change set: a key is a key within its table.
+
+    ``partitions``: the collapse's shuffle partitions (else the session's ``spark.sql.shuffle.partitions``). Each
+    is a task of every step after the collapse, down to the write tasks, which write a file each: a table of a
+    few hundred changes needs one, not the session's four (``batch_write.writer_tasks``).
     """
     key_names = [*table_column, *[f"_k{i}" for i in range(key_count)]]
+    if partitions is not None:
+        # hash-partitioned by the keys, as the windows below require: Spark adds no exchange of its own
+        keyed = keyed.repartition(partitions, *key_names)
     last_first = Window.partitionBy(*key_names).orderBy(*_delivery_order(descending=True))
     ranked = keyed.withColumn("_rank", F.row_number().over(last_first))
     if partial_positions:
@@ -307,18 +314,20 @@ def partial_positions(columns: Sequence[TargetColumn], keys: Sequence[TargetColu
 def change_set(events: DataFrame, schema: str, table: str, after_ts: int, upto_ts: int,
                columns: Sequence[TargetColumn], keys: Sequence[TargetColumn],
                always_sent: Optional[frozenset[str]] = frozenset(),
-               renames: Sequence[tuple[int, str, str]] = (), keys_move: bool = True) -> DataFrame:
+               renames: Sequence[tuple[int, str, str]] = (), keys_move: bool = True,
+               partitions: Optional[int] = None) -> DataFrame:
     """The whole chain for one table and one ts range (``always_sent``: see ``partial_positions``; ``renames``:
-    see ``table_events.carry_renames``; ``keys_move``: see ``typed_changes``)."""
+    see ``table_events.carry_renames``; ``keys_move``: see ``typed_changes``; ``partitions``: see
+    ``collapse_to_last``)."""
     rows = carry_renames(table_rows(events, schema, table, after_ts, upto_ts), renames)
     partial = partial_positions(columns, keys, always_sent)
     typed = typed_changes(rows, columns, keys, partial, keys_move=keys_move)
-    return merge_source(collapse_to_last(typed, len(keys), partial), columns, keys, partial)
+    return merge_source(collapse_to_last(typed, len(keys), partial, partitions=partitions), columns, keys, partial)
 
 
 def tables_change_set(events: DataFrame, ranges: Sequence[TableRange], columns: Sequence[TargetColumn],
                       keys: Sequence[TargetColumn], always_sent: Optional[frozenset[str]] = frozenset(),
-                      keys_move: bool = True) -> DataFrame:
+                      keys_move: bool = True, partitions: Optional[int] = None) -> DataFrame:
     """The change sets of several tables with the same columns, keys and ``always_sent``, as one frame: the same
     chain as ``change_set``, each change with ``TABLE_INDEX`` (its table's position in ``ranges``), collapsed per
     table and key.
@@ -330,4 +339,5 @@ def tables_change_set(events: DataFrame, ranges: Sequence[TableRange], columns: 
     partial = partial_positions(columns, keys, always_sent)
     carried = (TABLE_INDEX,)
     typed = typed_changes(rows, columns, keys, partial, carried, keys_move)
-    return merge_source(collapse_to_last(typed, len(keys), partial, carried), columns, keys, partial, carried)
+    return merge_source(collapse_to_last(typed, len(keys), partial, carried, partitions), columns, keys, partial,
+                        carried)

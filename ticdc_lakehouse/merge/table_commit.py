@@ -27,6 +27,7 @@ from ticdc_lakehouse.merge.batch_write import (
     table_layout,
     write_files,
     write_job_settings,
+    writer_tasks,
 )
 from ticdc_lakehouse.merge.batch_rewrite import CARRIED, lake_rows, rewritten_rows
 from ticdc_lakehouse.merge.change_range import ChangeRange, FlushResult
@@ -163,11 +164,13 @@ def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[
     any commit.
 
     Tables with the same layout (columns, keys, columns every change sent, partitioning) share one change set
-    (``changes.tables_change_set``): the driver plans one frame per layout, not one per table. The frames are
-    shared out over at most ``parallelism`` Spark jobs (``FRAMES_PER_JOB`` at most each) that run side by side,
-    each planning its frames and submitting itself: the first job starts once its own frames are planned (each
-    layout's plan is a chain of DataFrame calls the JVM analyses one by one, about half a second), and the other
-    jobs' plans are analysed while it runs, instead of every plan before one job."""
+    (``changes.tables_change_set``): the driver plans one frame per layout, not one per table. The frames go to
+    Spark jobs of ``FRAMES_PER_JOB`` at most, ``parallelism`` of them side by side, each planning its frames and
+    submitting itself: the first job starts once its own frames are planned (each layout's plan is a chain of
+    DataFrame calls the JVM analyses one by one, a few tenths of a second), and the other jobs' plans are analysed
+    while it runs, instead of every plan before one job. A frame's collapse takes one shuffle partition per
+    ``batch_write.EVENTS_PER_PARTITION`` of its own row events, so a small table is written by one task, to one
+    file."""
     groups: dict[tuple, list[int]] = {}
     for index, plan in enumerate(plans):
         groups.setdefault(_shape(plan), []).append(index)
@@ -178,29 +181,32 @@ def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[
         counts = [plans[i].change.row_events for i in indexes]
         return None if None in counts else sum(counts) + sum(plans[i].lake_rows or 0 for i in indexes)
 
-    def frame_of(members: list[int]) -> tuple[list[int], Any, list[TableLayout]]:
+    def frame_of(members: list[int], session_partitions: int) -> tuple[list[int], Any, list[TableLayout]]:
         first = plans[members[0]].change
         target = first.target
+        events_in_frame = row_events(members)
+        # a frame of a few tables' changes in a task or two, not in every one of the session's shuffle partitions
+        partitions = None if events_in_frame is None else min(session_partitions, writer_tasks(events_in_frame))
         if len(members) == 1:
-            source = first.source(events)
+            source = first.source(events, partitions)
         else:
             ranges = [TableRange(plans[i].change.upstream_schema, plans[i].change.upstream_table,
                                  plans[i].change.lower, plans[i].change.upto_ts) for i in members]
             source = tables_change_set(events, ranges, target.columns, target.keys, first.always_sent,
-                                       any(plans[i].change.keys_move for i in members))
+                                       any(plans[i].change.keys_move for i in members), partitions)
         layout = plans[members[0]].layout
         if plans[members[0]].rewrite:
             frame = spread(rewritten_frame(spark, catalog, [plans[i] for i in members], source), catalog, layout,
-                           CARRIED, row_events(members))
+                           CARRIED, events_in_frame)
         else:
-            frame = images(source, catalog, [c.name for c in target.columns], layout, row_events(members))
+            frame = images(source, catalog, [c.name for c in target.columns], layout, events_in_frame)
         return members, frame, [plans[i].layout for i in members]
 
     shares = list(groups.values())
     per_job = min(FRAMES_PER_JOB, max(1, -(-len(shares) // max(1, parallelism))))
 
     def write_job(job: list[list[int]]) -> tuple[list[tuple[int, WrittenFile]], list[tuple[int, TableCounts]]]:
-        frames = [frame_of(members) for members in job]
+        frames = [frame_of(members, session_partitions) for members in job]
         order = [index for members, _, _ in frames for index in members]
         written, counted = write_files([(f, layouts) for _, f, layouts in frames])
         return ([(order[file.table_index], file) for file in written],
@@ -209,6 +215,7 @@ def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[
     files: list[list[WrittenFile]] = [[] for _ in plans]
     counts: list[list[TableCounts]] = [[] for _ in plans]
     with write_job_settings(spark, row_events(range(len(plans)))):
+        session_partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
         jobs = map_at_most(write_job, [shares[i:i + per_job] for i in range(0, len(shares), per_job)],
                            parallelism, "write")
     for job_files, job_counts in jobs:
