@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -19,11 +20,15 @@ ROOT = Path(__file__).resolve().parents[1]
 AT = Position("t", 0, 0)
 
 
-def _workload(seed: int = 5) -> Workload:
+def _workload(seed: int = 5, tables: Optional[int] = None, distinct: bool = False) -> Workload:
     """The sample tables (decimals, unsigned bigint, datetimes, enums, sets, JSON, blobs) created in the stream,
-    and changes of every kind: every table is new to the lake in the run."""
+    and changes of every kind: every table is new to the lake in the run. ``tables``, ``distinct``: see
+    ``Workload.create_sample_tables`` (default: the sample tables alone)."""
     workload = Workload(seed=seed, partitions=3)
-    workload.create_sample_tables()
+    if tables is None:
+        workload.create_sample_tables()
+    else:
+        workload.create_sample_tables(tables, distinct)
     workload.resolve(final=True)
     for i in range(40):
         workload.transaction(4)
@@ -33,14 +38,17 @@ def _workload(seed: int = 5) -> Workload:
     return workload
 
 
-def _backfill(spark, home: Path, catalog: str, archive: Path):
+def _backfill(spark, home: Path, catalog: str, archive: Path, bucketed: bool = True):
     from ticdc_lakehouse.runtime.config import load_settings
     from ticdc_lakehouse.commands.pipeline import backfill
     from ticdc_lakehouse.runtime.spark_session import use_catalog
 
-    # every table bucketed however few its rows: the writers' buckets are what these tests check
-    settings = load_settings(env={"LAKEHOUSE_HOME": str(home), "LAKEHOUSE__CATALOG__NAME": catalog,
-                                  "LAKEHOUSE__MERGE__BUCKET_MIN_ROWS": "0"})
+    # bucketed: every table bucketed however few its rows (the writers' buckets are what most tests here check);
+    # else the default bound, below which a table is unpartitioned
+    env = {"LAKEHOUSE_HOME": str(home), "LAKEHOUSE__CATALOG__NAME": catalog}
+    if bucketed:
+        env["LAKEHOUSE__MERGE__BUCKET_MIN_ROWS"] = "0"
+    settings = load_settings(env=env)
     use_catalog(spark, settings)
     return backfill(settings, archive, protocol="open", spark=spark)
 
@@ -196,25 +204,14 @@ def test_small_tables_of_distinct_columns_get_one_file_each_however_many_the_run
     from ticdc_lakehouse.merge import batch_write
 
     monkeypatch.setattr(batch_write, "EVENTS_PER_PARTITION", 150)
-    workload = Workload(seed=12, partitions=3, schema="distinct")
-    workload.create_sample_tables(12, distinct=True)
-    workload.resolve(final=True)
-    for i in range(80):
-        workload.transaction(2)
-        if i % 10 == 9:
-            workload.resolve()
-    workload.resolve(final=True)
+    workload = _workload(seed=12, tables=12, distinct=True)  # about 160 row events: two write tasks of 150
     archive = tmp_path / "archive"
     write_to_archive(workload, archive, "ticdc", "open")
     cut = workload.global_resolved_ts()
-    from ticdc_lakehouse.runtime.config import load_settings
-    from ticdc_lakehouse.commands.pipeline import backfill
-    from ticdc_lakehouse.runtime.spark_session import use_catalog
 
-    settings = load_settings(env={"LAKEHOUSE_HOME": str(tmp_path / "home"), "LAKEHOUSE__CATALOG__NAME": "batch_d"})
-    use_catalog(spark_session, settings)
-    report = backfill(settings, archive, protocol="open", spark=spark_session)
+    report = _backfill(spark_session, tmp_path / "home", "batch_d", archive, bucketed=False)
     assert report["ok"], report
+    assert report["merge"]["events_read"] > 150
     assert_lake_equals_upstream(spark_session, workload, cut)
     columns = set()
     for name in workload.expected_json(cut):

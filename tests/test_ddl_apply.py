@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.lake_helpers import lake_rows
+from tests.lake_helpers import backfill_open_protocol_runs, lake_rows
 from ticdc_lakehouse.sim.archive_writer import write_archive
 from ticdc_lakehouse.sim.encode.open_protocol import OpenProtocolEncoder
 from ticdc_lakehouse.core.model import DELETE, INSERT, UPDATE, DDLEvent, Position, ResolvedEvent, RowChange
@@ -247,7 +247,6 @@ def test_an_update_that_changes_the_key_moves_the_row_in_new_and_existing_tables
     def update(ts, table, old, new):
         return RowChange("app", table, ts, UPDATE, new, old, ("id",), A, P0)
 
-    encoder = OpenProtocolEncoder()
     first = [
         ddl(100, "", "CREATE DATABASE app", "CREATE_SCHEMA"),
         ddl(101, "a", "CREATE TABLE app.a (id int PRIMARY KEY, v varchar(10))", "CREATE_TABLE"),
@@ -260,12 +259,10 @@ def test_an_update_that_changes_the_key_moves_the_row_in_new_and_existing_tables
         ResolvedEvent(200, P0),
     ]
     archive = tmp_path / "archive"
-    write_archive(archive, "t", {0: [(*encoder.encode(e), [], None) for e in first]})
-    backfill(settings, archive, protocol="open", spark=spark)
+    backfill_open_protocol_runs(spark, settings, archive, first)
     assert lake_rows(spark, "SELECT * FROM app.a ORDER BY id") == [{"id": 2, "v": "y"}, {"id": 5, "v": "x"}]
     assert lake_rows(spark, "SELECT * FROM app.b ORDER BY id") == [{"id": 1, "v": "x2"}]
 
     later = [update(210, "a", {"id": "2", "v": "y"}, {"id": "7", "v": "y"}), ResolvedEvent(300, P0)]
-    write_archive(archive, "t", {0: [(*encoder.encode(e), [], None) for e in later]})
-    backfill(settings, archive, protocol="open", spark=spark)
+    backfill_open_protocol_runs(spark, settings, archive, later)
     assert lake_rows(spark, "SELECT * FROM app.a ORDER BY id") == [{"id": 5, "v": "x"}, {"id": 7, "v": "y"}]
