@@ -197,13 +197,22 @@ def test_tables_of_one_layout_share_a_change_set_and_column_ddl_costs_no_barrier
 
 def test_small_tables_of_distinct_columns_get_one_file_each_however_many_the_run_s_write_tasks(
         spark_session, tmp_path, monkeypatch):
-    """Twelve tables, no two of the same columns (a change set, so a Spark job, each), unpartitioned: the lake
-    equals upstream and each table, of fewer row events than a write task takes, has one data file, while the
-    run's events took several write tasks (a file of every table each, when each table's change set was spread
-    over the run's)."""
-    from ticdc_lakehouse.merge import batch_write
+    """Twelve tables, no two of the same columns, unpartitioned: the lake equals upstream and each table, of fewer
+    row events than a write task takes, has one data file, while the run's events took several write tasks (a
+    file of every table each, when each table's change set was spread over the run's). The tables whose keys
+    have the same types are written by one frame of slots (``column_slots``): one plan per key type, not one per
+    table."""
+    from ticdc_lakehouse.merge import batch_write, table_commit
 
     monkeypatch.setattr(batch_write, "EVENTS_PER_PARTITION", 150)
+    frames = []
+    write_files = table_commit.write_files
+
+    def recorded(job_frames):
+        frames.extend((len(f.layouts), f.slots is not None) for f in job_frames)
+        return write_files(job_frames)
+
+    monkeypatch.setattr(table_commit, "write_files", recorded)
     workload = _workload(seed=12, tables=12, distinct=True)  # about 160 row events: two write tasks of 150
     archive = tmp_path / "archive"
     write_to_archive(workload, archive, "ticdc", "open")
@@ -219,6 +228,11 @@ def test_small_tables_of_distinct_columns_get_one_file_each_however_many_the_run
         columns.add(tuple(f.name for f in spark_session.table(lake).schema.fields))
         assert spark_session.sql(f"SELECT count(*) AS n FROM {lake}.files").first()["n"] == 1, name
     assert len(columns) == 12
+    key_types: dict[tuple, int] = {}
+    for table in workload.tables.values():
+        kind = tuple(next(c.mysql_type for c in table.columns if c.name == key) for key in table.primary_key)
+        key_types[kind] = key_types.get(kind, 0) + 1
+    assert sorted(frames) == sorted((count, True) for count in key_types.values()), frames
 
 
 def test_a_write_task_gives_each_table_and_bucket_one_file_with_exactly_its_rows(tmp_path, monkeypatch):

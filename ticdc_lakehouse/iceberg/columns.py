@@ -15,12 +15,17 @@ from ticdc_lakehouse.core.mysql_types import parse_type
 @dataclass(frozen=True)
 class TargetColumn:
     """A column of the target Iceberg table: its name, Spark type and the MySQL type descriptor (field doc);
-    ``required``: the Iceberg field is required (a key), so a NULL is an invalid value, never written."""
+    ``required``: the Iceberg field is required (a key), so a NULL is an invalid value, never written.
+
+    ``name_from``: set on a slot of a frame of tables of different columns (``merge.column_slots``): the frame's
+    column holding, for each event, its table's name for the slot (NULL: the table has no column there). ``name``
+    is then the slot's own name in the frame, and values are read by the name in ``name_from``."""
 
     name: str
     spark_type: str
     mysql_type: Optional[str]
     required: bool = False
+    name_from: Optional[str] = None
 
 
 def mysql_base(descriptor: Optional[str]) -> tuple[str, tuple[str, ...]]:

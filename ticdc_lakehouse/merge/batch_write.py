@@ -173,14 +173,16 @@ def _local_path(location: str) -> str:
     return location
 
 
-def file_writer(first_index: int, layouts: Sequence[TableLayout], names: Sequence[str]):
+def file_writer(first_index: int, layouts: Sequence[TableLayout], names: Sequence[str],
+                slots: Optional[Sequence[Sequence[str]]] = None):
     """The ``mapInArrow`` function of one frame of images: writes the task's rows, one Parquet file per (table,
     bucket), and yields one ``FILE_SCHEMA`` row per file. Runs in the executors.
 
-    ``layouts``: the frame's tables, all with the same columns; a frame of several tables carries
+    ``layouts``: the frame's tables, all with the same columns unless ``slots``; a frame of several tables carries
     ``TABLE_INDEX`` (the position in ``layouts``), and its files report ``first_index`` + that position.
     ``names``: the frame's column names; it reaches the writer with positional names (``write_files``), since
-    Spark's ``mapInArrow`` cannot resolve a column name holding a backtick.
+    Spark's ``mapInArrow`` cannot resolve a column name holding a backtick. ``slots``: for a frame of tables of
+    different columns (``column_slots``), per table the frame column of each of its layout's columns, in order.
 
     Each batch is typed and ordered by (table, bucket) once, and each file gets its rows as slices of it, held
     until the file has ``WRITE_ROWS`` rows or the task ``WRITE_BYTES`` (then written as one row group). A task of
@@ -193,6 +195,16 @@ def file_writer(first_index: int, layouts: Sequence[TableLayout], names: Sequenc
 
         files = _TaskFiles(LocalFileSystem(), layouts)
         schema = None
+        schemas: dict[int, Any] = {}  # per table of a slot frame: its files' schema
+
+        def own_columns(index: int, part):
+            """A slot frame's rows of one table: its slots under its own column names, typed as its files."""
+            layout = layouts[index]
+            part = part.select(list(slots[index])).rename_columns([c.name for c in layout.columns])
+            if index not in schemas:
+                schemas[index] = _parquet_schema(part.schema, layout)
+            return part.cast(schemas[index])
+
         columns = [c.name for c in layouts[0].columns]
         columns += [name for name in LINEAGE_FIELD_IDS if name in names]  # a rewrite's, see ``batch_rewrite``
         counts: dict[int, list[int]] = {}  # a rewrite's: table index -> [written, removed]
@@ -205,9 +217,14 @@ def file_writer(first_index: int, layouts: Sequence[TableLayout], names: Sequenc
                     batch = _counted(batch, counts)
                     if batch.num_rows == 0:
                         continue
+                by_table, by_bucket = len(layouts) > 1, layouts[0].bucket is not None
+                if slots is not None:
+                    for key, part in _parts(batch, batch, by_table, by_bucket):
+                        files.add(key, own_columns(key[0], part))
+                    continue
                 if schema is None:
                     schema = _parquet_schema(batch.schema, layouts[0])
-                for key, part in _parts(batch, columns, schema, len(layouts) > 1, layouts[0].bucket is not None):
+                for key, part in _parts(batch, batch.select(columns).cast(schema), by_table, by_bucket):
                     files.add(key, part)
             files.flush_all(last=True)
         finally:
@@ -302,14 +319,12 @@ class _TaskFiles:
         self.open.clear()
 
 
-def _parts(batch, columns: Sequence[str], schema, by_table: bool, by_bucket: bool
-           ) -> Iterator[tuple[tuple[int, Optional[int]], Any]]:
-    """The rows of a batch of images for each (table index, bucket) it holds, typed as ``schema``: the batch is
-    cast once and ordered by (table, bucket) once, and each part is a zero-copy slice of it."""
+def _parts(batch, rows, by_table: bool, by_bucket: bool) -> Iterator[tuple[tuple[int, Optional[int]], Any]]:
+    """The ``rows`` (a batch of images, or its columns typed as the files) for each (table index, bucket) the
+    ``batch`` holds: ordered by (table, bucket) once, each part a zero-copy slice."""
     import numpy as np
     import pyarrow as pa
 
-    rows = batch.select(list(columns)).cast(schema)
     if not by_table and not by_bucket:
         yield (0, None), rows
         return
@@ -370,19 +385,28 @@ def _parquet_schema(arrow_schema, layout: TableLayout):
     return pa.schema(fields)
 
 
-def write_files(frames: Sequence[tuple[Any, Sequence[TableLayout]]]
-                ) -> tuple[list[WrittenFile], list[TableCounts]]:
-    """Write every frame of images (``images``, or a rewrite's rows: ``batch_rewrite``; a frame holds the tables
-    of its layouts) in one Spark job, under ``write_job_settings``; the files written and a rewrite's counts, per
-    table index (tables numbered across ``frames`` in order). Nothing is committed."""
+@dataclass(frozen=True)
+class WriteFrame:
+    """A frame of rows to write (``images``, or a rewrite's rows: ``batch_rewrite``), the layouts of its tables,
+    and for a frame of tables of different columns each table's slots (see ``file_writer``)."""
+
+    rows: Any
+    layouts: Sequence[TableLayout]
+    slots: Optional[Sequence[Sequence[str]]] = None
+
+
+def write_files(frames: Sequence[WriteFrame]) -> tuple[list[WrittenFile], list[TableCounts]]:
+    """Write every frame in one Spark job, under ``write_job_settings``; the files written and a rewrite's counts,
+    per table index (tables numbered across ``frames`` in order). Nothing is committed."""
     if not frames:
         return [], []
     union = None
     first = 0
-    for frame, layouts in frames:
-        names = list(frame.columns)
-        positional = frame.toDF(*[f"_c{i}" for i in range(len(names))])
-        files = positional.mapInArrow(file_writer(first, layouts, names), FILE_SCHEMA)
+    for frame in frames:
+        layouts = frame.layouts
+        names = list(frame.rows.columns)
+        positional = frame.rows.toDF(*[f"_c{i}" for i in range(len(names))])
+        files = positional.mapInArrow(file_writer(first, layouts, names, frame.slots), FILE_SCHEMA)
         union = files if union is None else union.unionAll(files)
         first += len(layouts)
     rows = union.collect()  # a row per file and per (task, rewritten table): never a table row

@@ -20,7 +20,7 @@ from pyspark.sql.window import Window
 
 from ticdc_lakehouse.iceberg.columns import TargetColumn, mysql_base
 from ticdc_lakehouse.merge.table_events import TABLE_INDEX, TableRange, carry_renames, table_rows, tables_rows
-from ticdc_lakehouse.merge.value_checks import guarded, raw_sql, text_problem, try_cast_sql
+from ticdc_lakehouse.merge.value_checks import guarded, name_sql, raw_sql, text_problem, try_cast_sql
 from ticdc_lakehouse.core.model import DELETE, UPDATE
 from ticdc_lakehouse.core.sql_names import quote, sql_string
 
@@ -88,7 +88,7 @@ def typed_value(values: str, named_enums: Column, column: TargetColumn) -> Colum
 
 def checked_value(values: str, named_enums: Column, column: TargetColumn) -> CheckedValue:
     """``checked_text`` of the value of ``column`` in the canonical-string map column named ``values``."""
-    return checked_text(raw_sql(values, column.name), named_enums, column)
+    return checked_text(raw_sql(values, column), named_enums, column)
 
 
 def checked_text(raw: str, named_enums: Column, column: TargetColumn) -> CheckedValue:
@@ -104,7 +104,7 @@ def checked_text(raw: str, named_enums: Column, column: TargetColumn) -> Checked
     spark_type = column.spark_type.lower()
     base, elements = mysql_base(column.mysql_type)
     if base in ("enum", "set") and elements:
-        is_named = F.coalesce(F.array_contains(named_enums, column.name), F.lit(False))
+        is_named = F.coalesce(F.array_contains(named_enums, F.expr(name_sql(column))), F.lit(False))
         by_number = F.expr(names_from_numbers_sql(raw, base, elements))
         # names are not numbers to check; a bitmask past 64 bits fails conv (the problem names it first)
         return CheckedValue(F.when(is_named, text).otherwise(by_number),
@@ -160,15 +160,15 @@ def typed_changes(rows: DataFrame, columns: Sequence[TargetColumn], keys: Sequen
                                                  *carried)]
     checked: list[str] = []  # the (typed, problem) columns the guards read, and the old keys' helpers
     for i, key in enumerate(keys):
-        new_text = (f"CASE WHEN op = {sql_string(DELETE)} THEN {raw_sql('before', key.name)} "
-                    f"ELSE {raw_sql('after', key.name)} END")
+        new_text = (f"CASE WHEN op = {sql_string(DELETE)} THEN {raw_sql('before', key)} "
+                    f"ELSE {raw_sql('after', key)} END")
         new_key = checked_text(new_text, enums, key)
         selected += [new_key.typed_if_exact().alias(f"_kt{i}"), new_key.problem.alias(f"_kp{i}")]
         checked += [f"_kt{i}", f"_kp{i}"]
         if keys_move:
             old_key = checked_value("before", enums, key)
-            old_held = F.coalesce((F.col("op") == UPDATE) & F.map_contains_key(F.col("before"), key.name),
-                                  F.lit(False))
+            old_held = F.coalesce((F.col("op") == UPDATE)
+                                  & F.map_contains_key(F.col("before"), F.expr(name_sql(key))), F.lit(False))
             selected += [old_key.typed_if_exact().alias(f"_okt{i}"),
                          F.when(old_held, old_key.problem).alias(f"_okp{i}"), old_held.alias(f"_oh{i}")]
             checked += [f"_okt{i}", f"_okp{i}", f"_oh{i}"]
@@ -181,7 +181,7 @@ def typed_changes(rows: DataFrame, columns: Sequence[TargetColumn], keys: Sequen
         checked += [f"_t{position}", f"_p{position}"]
         values.append(position)
         if position in flagged:
-            selected.append(F.map_contains_key(F.col("after"), column.name).alias(f"{PRESENT}{position}"))
+            selected.append(F.map_contains_key(F.col("after"), F.expr(name_sql(column))).alias(f"{PRESENT}{position}"))
     typed = rows.select(*selected)
     is_delete = F.col("op") == DELETE  # the event's own op: the old-key variant carries its update's values
     new_keys = [CheckedValue(F.col(f"_kt{i}"), F.col(f"_kp{i}")).guarded() for i in range(len(keys))]
@@ -334,8 +334,9 @@ def tables_change_set(events: DataFrame, ranges: Sequence[TableRange], columns: 
 
     Why: a changefeed's tables often share their layout (sharded tables, tables of one application). Typing
     and collapsing them in one plan costs the driver one plan's analysis, not one per table (see
-    ``table_commit.append_tables``)."""
-    rows = tables_rows(events, ranges)
+    ``table_commit.append_tables``). Tables of different columns share one as slots (``column_slots``:
+    ``columns`` and ``keys`` are then the slots, and each range holds its table's names for them)."""
+    rows = tables_rows(events, ranges, [column.name_from for column in columns if column.name_from])
     partial = partial_positions(columns, keys, always_sent)
     carried = (TABLE_INDEX,)
     typed = typed_changes(rows, columns, keys, partial, carried, keys_move)

@@ -9,8 +9,8 @@ what it holds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from dataclasses import dataclass, replace
+from typing import Optional, Sequence
 
 from ticdc_lakehouse.runtime.faults import fault_point
 from ticdc_lakehouse.runtime.parallel import commits_at_once, map_at_most
@@ -18,9 +18,11 @@ from ticdc_lakehouse.iceberg.file_appender import FileEntry, add_files, replace_
 from ticdc_lakehouse.iceberg.java_api import JavaIceberg, watermark_of
 from ticdc_lakehouse.iceberg.tables import table_records
 from ticdc_lakehouse.merge.batch_write import (
+    EVENTS_PER_PARTITION,
     FRAMES_PER_JOB,
     TableCounts,
     TableLayout,
+    WriteFrame,
     WrittenFile,
     images,
     spread,
@@ -32,6 +34,7 @@ from ticdc_lakehouse.merge.batch_write import (
 from ticdc_lakehouse.merge.batch_rewrite import CARRIED, lake_rows, rewritten_rows
 from ticdc_lakehouse.merge.change_range import ChangeRange, FlushResult
 from ticdc_lakehouse.merge.changes import partial_positions, tables_change_set
+from ticdc_lakehouse.merge.column_slots import key_signatures, packed, slot_frame
 from ticdc_lakehouse.merge.table_events import TABLE_INDEX, TableRange
 from ticdc_lakehouse.core.sql_names import qualified
 
@@ -164,16 +167,32 @@ def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[
     any commit.
 
     Tables with the same layout (columns, keys, columns every change sent, partitioning) share one change set
-    (``changes.tables_change_set``): the driver plans one frame per layout, not one per table. The frames go to
+    (``changes.tables_change_set``): the driver plans one frame per layout, not one per table; small tables of
+    different columns whose keys have the same types share one frame of slots (``column_slots``, see
+    ``_slot_group``): one plan for hundreds of tables of their own columns. The frames go to
     Spark jobs of ``FRAMES_PER_JOB`` at most, ``parallelism`` of them side by side, each planning its frames and
     submitting itself: the first job starts once its own frames are planned (each layout's plan is a chain of
     DataFrame calls the JVM analyses one by one, a few tenths of a second), and the other jobs' plans are analysed
     while it runs, instead of every plan before one job. A frame's collapse takes one shuffle partition per
     ``batch_write.EVENTS_PER_PARTITION`` of its own row events, so a small table is written by one task, to one
     file."""
+    slotted: dict[tuple, list[int]] = {}
+    for index, plan in enumerate(plans):
+        kind = _slot_group(plan)
+        if kind is not None:
+            slotted.setdefault(kind, []).append(index)
+    # small tables of different columns: frames of slots; tables of one layout keep their shared frame
+    slot_shares = []
+    for members in slotted.values():
+        if len({_shape(plans[i]) for i in members}) > 1:
+            targets = [plans[i].change.target for i in members]
+            slot_shares += [[members[i] for i in frame]
+                            for frame in packed([(t.columns, t.keys) for t in targets])]
+    in_slots = {index for members in slot_shares for index in members}
     groups: dict[tuple, list[int]] = {}
     for index, plan in enumerate(plans):
-        groups.setdefault(_shape(plan), []).append(index)
+        if index not in in_slots:
+            groups.setdefault(_shape(plan), []).append(index)
 
     def row_events(indexes: Sequence[int]) -> Optional[int]:
         """The row events of these tables in the run and the rows a rewrite reads of them, None when one of them
@@ -181,12 +200,16 @@ def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[
         counts = [plans[i].change.row_events for i in indexes]
         return None if None in counts else sum(counts) + sum(plans[i].lake_rows or 0 for i in indexes)
 
-    def frame_of(members: list[int], session_partitions: int) -> tuple[list[int], Any, list[TableLayout]]:
+    def frame_of(members: list[int], in_slots: bool, session_partitions: int) -> tuple[list[int], WriteFrame]:
         first = plans[members[0]].change
         target = first.target
         events_in_frame = row_events(members)
         # a frame of a few tables' changes in a task or two, not in every one of the session's shuffle partitions
         partitions = None if events_in_frame is None else min(session_partitions, writer_tasks(events_in_frame))
+        layouts = [plans[i].layout for i in members]
+        if in_slots:
+            return members, _slot_write_frame(events, catalog, [plans[i] for i in members], partitions,
+                                              events_in_frame)
         if len(members) == 1:
             source = first.source(events, partitions)
         else:
@@ -200,15 +223,16 @@ def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[
                            CARRIED, events_in_frame)
         else:
             frame = images(source, catalog, [c.name for c in target.columns], layout, events_in_frame)
-        return members, frame, [plans[i].layout for i in members]
+        return members, WriteFrame(frame, layouts)
 
-    shares = list(groups.values())
+    shares = [*[(members, True) for members in slot_shares], *[(members, False) for members in groups.values()]]
     per_job = min(FRAMES_PER_JOB, max(1, -(-len(shares) // max(1, parallelism))))
 
-    def write_job(job: list[list[int]]) -> tuple[list[tuple[int, WrittenFile]], list[tuple[int, TableCounts]]]:
-        frames = [frame_of(members, session_partitions) for members in job]
-        order = [index for members, _, _ in frames for index in members]
-        written, counted = write_files([(f, layouts) for _, f, layouts in frames])
+    def write_job(job: list[tuple[list[int], bool]]
+                  ) -> tuple[list[tuple[int, WrittenFile]], list[tuple[int, TableCounts]]]:
+        frames = [frame_of(members, in_slots, session_partitions) for members, in_slots in job]
+        order = [index for members, _ in frames for index in members]
+        written, counted = write_files([frame for _, frame in frames])
         return ([(order[file.table_index], file) for file in written],
                 [(order[count.table_index], count) for count in counted])
 
@@ -229,6 +253,48 @@ def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[
         return commit_written(ji, plans[index], files[index], counts[index])
 
     return map_at_most(commit, range(len(plans)), commits_at_once(parallelism), "commit")
+
+
+#: a table of fewer row events than this in the run may share a frame of slots with tables of other columns
+#: (``column_slots``); a bigger one keeps a plan of its own, whose planning is small beside its rows, and which
+#: types only its own columns (a slot frame's rows carry every slot of its tables)
+SLOT_MAX_EVENTS = EVENTS_PER_PARTITION
+
+
+def _slot_group(plan: AppendPlan) -> Optional[tuple]:
+    """What tables must share to be written by one frame of slots (``column_slots``), or None when the table
+    cannot: a table appended to (not rewritten), small (``SLOT_MAX_EVENTS``), with a key, whose every change
+    carried every column (no partial images to carry forward), no column renamed in the run, and its files'
+    columns its columns, bucketed (if at all) by its first key. Shared: the keys' signatures and the buckets."""
+    change, layout, target = plan.change, plan.layout, plan.change.target
+    if plan.rewrite or change.renames or not target.keys:
+        return None
+    if change.row_events is None or change.row_events >= SLOT_MAX_EVENTS:
+        return None
+    if partial_positions(target.columns, target.keys, change.always_sent):
+        return None
+    if layout.bucket is not None and layout.bucket[1] != target.keys[0].name:
+        return None
+    if [c.name for c in layout.columns] != [c.name for c in target.columns]:
+        return None
+    return key_signatures(target.keys), None if layout.bucket is None else layout.bucket[2]
+
+
+def _slot_write_frame(events, catalog: str, plans: Sequence[AppendPlan], partitions: Optional[int],
+                      row_events: Optional[int]) -> WriteFrame:
+    """The images of tables of different columns (one ``_slot_group``) as one frame of slots: one plan types and
+    collapses them all, and the writers take each table's slots back under its column names."""
+    slots = slot_frame([(p.change.target.columns, p.change.target.keys) for p in plans])
+    ranges = [TableRange(p.change.upstream_schema, p.change.upstream_table, p.change.lower, p.change.upto_ts,
+                         slots.names[n]) for n, p in enumerate(plans)]
+    source = tables_change_set(events, ranges, slots.columns, slots.keys, None,
+                               any(p.change.keys_move for p in plans), partitions)
+    layout = plans[0].layout
+    if layout.bucket is not None:  # every table's bucket of its first key: the first key slot
+        layout = replace(layout, bucket=(layout.bucket[0], slots.keys[0].name, layout.bucket[2]))
+    frame = images(source, catalog, [slot.name for slot in slots.columns], layout, row_events)
+    return WriteFrame(frame, [p.layout for p in plans],
+                      [slots.slots_of(n, [c.name for c in p.layout.columns]) for n, p in enumerate(plans)])
 
 
 def rewritten_frame(spark, catalog: str, plans: Sequence[AppendPlan], source):

@@ -7,11 +7,12 @@ Its own module because both the change-set transforms (``changes``) and the inva
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Optional, Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from ticdc_lakehouse.core.sql_names import quote
 from ticdc_lakehouse.runtime.local_frame import local_frame
 
 #: the column of a several-table change set saying which table (its index in the ranges) a change belongs to
@@ -62,12 +63,14 @@ def _clustered_condition(events: DataFrame, tables: Sequence[tuple[str, str]]) -
 
 @dataclass(frozen=True)
 class TableRange:
-    """The row events of upstream ``schema.table`` with ``after_ts < commit_ts <= upto_ts``."""
+    """The row events of upstream ``schema.table`` with ``after_ts < commit_ts <= upto_ts``; ``names``: in a
+    frame of tables of different columns, the table's column name for each slot (``column_slots``)."""
 
     schema: str
     table: str
     after_ts: int
     upto_ts: int
+    names: tuple[Optional[str], ...] = ()
 
 
 def table_rows(events: DataFrame, schema: str, table: str, after_ts: int, upto_ts: int) -> DataFrame:
@@ -82,16 +85,22 @@ def table_rows(events: DataFrame, schema: str, table: str, after_ts: int, upto_t
     )
 
 
-def tables_rows(events: DataFrame, ranges: Sequence[TableRange]) -> DataFrame:
+def tables_rows(events: DataFrame, ranges: Sequence[TableRange], name_columns: Sequence[str] = ()) -> DataFrame:
     """Row events of several upstream tables, each in its own range, with ``TABLE_INDEX`` (the position of its
-    range in ``ranges``).
+    range in ``ranges``), and each ``name_columns`` column holding its range's ``names`` (the table's column name
+    for each slot, see ``column_slots``).
 
     Why a join and not one filter per table: one plan serves any number of tables (the ranges are a small
     broadcast frame of literals), so planning it costs the same for 2 tables or 2,000."""
     spark = events.sparkSession
-    wanted = local_frame(spark, [(r.schema.lower(), r.table.lower(), index, r.after_ts, r.upto_ts)
+    for r in ranges:
+        if len(r.names) != len(name_columns):
+            raise ValueError(f"{r.schema}.{r.table}: {len(r.names)} slot names for {len(name_columns)} slots")
+    names_ddl = "".join(f", {quote(column)} string" for column in name_columns)
+    wanted = local_frame(spark, [(r.schema.lower(), r.table.lower(), index, r.after_ts, r.upto_ts, *r.names)
                                  for index, r in enumerate(ranges)],
-                         f"_schema string, _table_name string, {TABLE_INDEX} int, _after bigint, _upto bigint")
+                         f"_schema string, _table_name string, {TABLE_INDEX} int, _after bigint, _upto bigint"
+                         + names_ddl)
     clustered = _clustered_condition(events, [(r.schema, r.table) for r in ranges])
     rows = events.filter(clustered & (F.col("kind") == "row"))
     joined = rows.join(F.broadcast(wanted), (F.lower(rows["schema_name"]) == wanted["_schema"])

@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from ticdc_lakehouse.iceberg.columns import TargetColumn, mysql_base
 from ticdc_lakehouse.merge.table_events import carry_renames, table_rows
 from ticdc_lakehouse.core.mysql_types import iceberg_type, parse_type
-from ticdc_lakehouse.core.sql_names import sql_string
+from ticdc_lakehouse.core.sql_names import quote, sql_string
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +56,16 @@ def decimal_pattern(precision: int, scale: int) -> str:
     return rf"^[+-]?0*[0-9]{{0,{integer}}}(\.[0-9]{{0,{fraction}}}0*)?$"
 
 
-def raw_sql(values: str, name: str) -> str:
-    """Spark SQL of the canonical string of column ``name`` in the map column ``values``."""
-    return f"`{values.replace('`', '``')}`[{sql_string(name)}]"
+def name_sql(column: TargetColumn) -> str:
+    """Spark SQL of the name an event's images hold ``column``'s value under: the name itself, or for a slot of
+    several tables' columns (``TargetColumn.name_from``) the event's table's name for it (NULL: none)."""
+    return quote(column.name_from) if column.name_from else sql_string(column.name)
+
+
+def raw_sql(values: str, column: TargetColumn) -> str:
+    """Spark SQL of the canonical string of ``column`` in the map column ``values`` (NULL when the map holds none,
+    or the column is a slot its event's table does not use)."""
+    return f"{quote(values)}[{name_sql(column)}]"
 
 
 def try_cast_sql(raw: str, spark_type: str) -> str:
@@ -113,7 +120,7 @@ def value_problem_sql(values: str, column: TargetColumn, named: Optional[str] = 
     ``named``: SQL true when the event sent ENUM/SET names (not numbers) for the column. A NULL is a problem only
     in a required column (a key the table is keyed by). ``marked``: the text starts with :data:`INVALID_VALUE`
     (for a failure the flush must recognise; a dead letter's error goes without)."""
-    return text_problem_sql(raw_sql(values, column.name), column, named, marked)
+    return text_problem_sql(raw_sql(values, column), column, named, marked)
 
 
 def text_problem_sql(raw: str, column: TargetColumn, named: Optional[str] = None, marked: bool = True) -> str:
@@ -122,11 +129,17 @@ def text_problem_sql(raw: str, column: TargetColumn, named: Optional[str] = None
     described = column.mysql_type or column.spark_type
     if iceberg_text(column.mysql_type) != column.spark_type:
         described += f", stored as {column.spark_type}"
-    head = sql_string(f"{INVALID_VALUE + ': ' if marked else ''}column {column.name} ({described}): ")
+    start = f"{INVALID_VALUE + ': ' if marked else ''}column "
+    if column.name_from:  # a slot: the event's table's name for it
+        head = f"concat({sql_string(start)}, {name_sql(column)}, {sql_string(f' ({described}): ')})"
+    else:
+        head = sql_string(f"{start}{column.name} ({described}): ")
     quoted = f"substring({raw}, 1, {QUOTED_CHARS})"
     checks = []
     if column.required:
-        checks.append(f"WHEN {raw} IS NULL THEN concat({head}, 'NULL in a key column')")
+        # a slot its event's table does not use holds NULL without being a column of the table
+        used = f"{name_sql(column)} IS NOT NULL AND " if column.name_from else ""
+        checks.append(f"WHEN {used}{raw} IS NULL THEN concat({head}, 'NULL in a key column')")
     fits = _fits(raw, column.spark_type.lower(), base, elements)
     if fits is not None:
         condition, what = fits
@@ -141,7 +154,7 @@ def text_problem_sql(raw: str, column: TargetColumn, named: Optional[str] = None
 
 def named_sql(column: TargetColumn) -> str:
     """SQL true when an event sent member names for ``column`` (its ``named_enums`` lists it)."""
-    return f"coalesce(array_contains(named_enums, {sql_string(column.name)}), false)"
+    return f"coalesce(array_contains(named_enums, {name_sql(column)}), false)"
 
 
 def text_problem(raw: str, column: TargetColumn) -> Column:
