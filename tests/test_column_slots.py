@@ -46,6 +46,11 @@ def test_keys_take_the_first_slots_and_each_other_column_the_next_slot_of_its_ty
     assert slots.slots_of(1, ["other", "id"]) == (slots.columns[names["b"].index("other")].name, slots.keys[0].name)
     with pytest.raises(ValueError, match="no slot"):
         slots.slots_of(1, ["price"])
+    # plain strings share slots whatever their MySQL type (no text of them is ever a problem); members do not
+    texts = slot_frame([([KEY, TargetColumn("note", "string", "varchar(9)")], [KEY]),
+                        ([KEY, TargetColumn("body", "string", "text"), TargetColumn("e", "string", "enum('x')")],
+                         [KEY])])
+    assert len(texts.columns) == 3 and texts.names[0][1] == "note" and texts.names[1][1] == "body"
     with pytest.raises(ValueError, match="same signatures"):
         slot_frame([(TABLES["a"], [KEY]), (TABLES["c"], [TargetColumn("n", "bigint", "bigint", True)])])
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from ticdc_lakehouse.iceberg.columns import TargetColumn
+from ticdc_lakehouse.merge.value_checks import never_a_problem
 
 #: a slot's name in the frame, and the name of the frame column holding each event's table's name for it
 SLOT_PREFIX = "_lakehouse_slot_"
@@ -32,8 +33,11 @@ Signature = tuple[str, Optional[str], bool]
 
 
 def signature(column: TargetColumn) -> Signature:
-    """The column's Spark type, MySQL type descriptor and whether it is required."""
-    return column.spark_type.lower(), column.mysql_type, column.required
+    """The column's Spark type, MySQL type descriptor and whether it is required; no MySQL type for a column no
+    text of which is a problem (``value_checks.never_a_problem``: VARCHAR(32), TEXT and JSON columns are read
+    the same and never fail, so they share slots)."""
+    mysql_type = None if never_a_problem(column) else column.mysql_type
+    return column.spark_type.lower(), mysql_type, column.required
 
 
 def key_signatures(keys: Sequence[TargetColumn]) -> tuple[Signature, ...]:

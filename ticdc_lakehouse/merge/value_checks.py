@@ -108,6 +108,13 @@ def _fits(raw: str, spark_type: str, base: str, elements: Sequence[str]) -> Opti
     return None
 
 
+def never_a_problem(column: TargetColumn) -> bool:
+    """Whether no text is ever a problem for ``column``, whatever its MySQL type: a column of plain strings (not
+    ENUM/SET members) that is not required. Its MySQL type then only describes it (``column_slots.signature``)."""
+    base, elements = mysql_base(column.mysql_type)
+    return not column.required and _fits("x", column.spark_type.lower(), base, elements) is None
+
+
 def iceberg_text(descriptor: Optional[str]) -> Optional[str]:
     """The Iceberg type a MySQL descriptor maps to (None without one), to say a stored type only where it differs."""
 

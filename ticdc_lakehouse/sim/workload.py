@@ -131,6 +131,19 @@ SAMPLE_TABLES: list[tuple[str, list[tuple[str, str, bool]], tuple[str, ...]]] = 
 DDL_KINDS = ("widen", "drop", "create", "truncate", "rename", "add")
 
 
+#: the types of the copies' own columns (``Workload.create_sample_tables(distinct=True)``), besides DECIMALs
+_EXTRA_TYPES = ("int", "varchar(40)", "datetime", "bigint unsigned", "double", "text", "enum('x','y','z')", "json",
+                "blob", "timestamp", "bigint", "tinyint")
+
+
+def distinct_type(i: int) -> str:
+    """The type of the ``i``-th copy's own column: every third a DECIMAL of one of 36 precisions and scales, the
+    others one of ``_EXTRA_TYPES`` in turn."""
+    if i % 3 == 0:
+        return f"decimal({10 + i % 9},{i % 4})"
+    return _EXTRA_TYPES[i % len(_EXTRA_TYPES)]
+
+
 class Workload:
     """A deterministic upstream + TiCDC simulator. Call ``run_script`` (or the pieces), then encode."""
 
@@ -198,7 +211,8 @@ class Workload:
     def create_sample_tables(self, count: int = len(SAMPLE_TABLES), distinct: bool = False) -> None:
         """The database and ``count`` tables: the sample tables, then copies of their shapes (``customers_1``,
         ``orders_1``, ``order_items_1``, ``customers_2``...). ``distinct``: each copy has a column of its own as
-        well (``extra_<i>``), so no two tables share their columns, as in most real databases."""
+        well (``extra_<i>``, of one of a dozen types and some thirty DECIMALs: ``distinct_type``), so no two
+        tables share their columns, nor most of them their column types, as in most real databases."""
         self.ddl(f"CREATE DATABASE `{self.schema}`", "CREATE_SCHEMA", None, lambda: None)
         for i in range(count):
             self.create_sample_copy(i, distinct)
@@ -209,7 +223,7 @@ class Workload:
         if i >= len(SAMPLE_TABLES):
             name = f"{name}_{i // len(SAMPLE_TABLES)}"
             if distinct:
-                columns = [*columns, (f"extra_{i}", "int", True)]
+                columns = [*columns, (f"extra_{i}", distinct_type(i), True)]
         self.create_table(name, columns, pk)
         return name
 
