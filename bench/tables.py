@@ -10,13 +10,14 @@ fresh Iceberg tables, also in a fresh process (JVM start included). Printed, in 
                   add) / the same transactions without DDL                     (target <= 1.2x)
   * many tables:  the same transactions with the same DDL over 204 tables / over 4 tables  (target <= 1.5x);
                   the 204 tables are copies of the four's shapes (sharded tables: a change set per shape), and
-                  again each copy with a column of its own (``distinct``: a change set, so a Spark job, per table,
-                  as in most databases)
+                  again each copy with a column of its own of one of many types (``distinct``, as in most
+                  databases: no two tables share their columns, few their column types)
   * throughput:   the 4-table run with DDL, events/s end to end                (target >= 25k/s at 275k events)
   * driver memory: peak RSS of the backfill's driver (its Python process + JVM), 4 vs 204 tables (flat in N)
   * steady state (``--steady``, no target): the same transactions without DDL in two halves; the first half is
                   backfilled, then the second half's run is timed: an incremental run into tables that hold
-                  rows (a MERGE per table), over 204 tables / over 4 tables
+                  rows (small tables rewritten by shared write jobs, larger ones a MERGE each), over 204 tables
+                  / over 4 tables, and over 204 tables of distinct columns / over 4 tables
 
 The three cases share their transactions' shape: T transactions of 1-4 row changes (an insert, update, delete
 or primary-key change each; 2.75 row events a transaction on average: T = 100,000 gives the issue's 275k row
@@ -302,14 +303,19 @@ def report(results: dict[str, Measured], many_tables: int) -> str:
     return "\n".join(lines)
 
 
-def steady_report(few: Steady, many: Steady) -> str:
+def steady_report(few: Steady, many: Steady, distinct: Steady) -> str:
     half = few.case.transactions // 2
+
+    def line(label: str, m: Steady) -> str:
+        return f"  {label:<30} {m.run.seconds:7.1f} s {m.row_events / m.run.seconds:>9,.0f} events/s"
+
     return "\n".join([
         f"steady state, second run of {half:,} txns into tables holding the first half (no target):",
-        f"  {few.case.tables} tables:   {few.run.seconds:7.1f} s {few.row_events / few.run.seconds:>9,.0f} events/s",
-        f"  {many.case.tables} tables: {many.run.seconds:7.1f} s {many.row_events / many.run.seconds:>9,.0f} events/s"
-        f"   ratio {many.run.seconds / few.run.seconds:.2f}x (tables of at most merge.rewrite_max_rows rows rewritten "
-        f"by shared write jobs, larger ones a MERGE each)",
+        line(f"{few.case.tables} tables", few),
+        line(f"{many.case.tables} tables", many) + f"   ratio {many.run.seconds / few.run.seconds:.2f}x (tables of "
+        f"at most merge.rewrite_max_rows rows rewritten by shared write jobs, larger ones a MERGE each)",
+        line(f"{distinct.case.tables} tables of distinct columns", distinct)
+        + f"   ratio {distinct.run.seconds / few.run.seconds:.2f}x",
     ])
 
 
@@ -337,8 +343,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               f"{m.backfill.seconds:.1f} s, plain append {m.append.seconds:.1f} s", flush=True)
     print(report(results, many_tables))
     if args.steady:
-        steady = [measure_steady(Case(f"steady_{tables}", transactions, tables, ()), workdir)
-                  for tables in (4, many_tables)]
+        steady = [measure_steady(Case(f"steady_{tables}{'_distinct' if distinct else ''}", transactions, tables, (),
+                                      distinct=distinct), workdir)
+                  for tables, distinct in ((4, False), (many_tables, False), (many_tables, True))]
         print(steady_report(*steady))
     if not args.workdir:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -20,11 +21,15 @@ pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _runs(seed: int, directory: Path) -> tuple[Workload, list[tuple[Path, int]]]:
-    """The sample tables, then three runs' worth of changes (inserts, updates and deletes): for each run the archive
-    as it stood then (a copy: the log only grows) and its cut."""
+def _runs(seed: int, directory: Path, tables: Optional[int] = None) -> tuple[Workload, list[tuple[Path, int]]]:
+    """The sample tables (and copies of them with a column of their own each, up to ``tables``), then three runs'
+    worth of changes (inserts, updates and deletes): for each run the archive as it stood then (a copy: the log
+    only grows) and its cut."""
     workload = Workload(seed=seed, partitions=3)
-    workload.create_sample_tables()
+    if tables is None:
+        workload.create_sample_tables()
+    else:
+        workload.create_sample_tables(tables, distinct=True)
     archive = directory / "archive"
     runs = []
     for run in range(3):
@@ -62,15 +67,30 @@ def _snapshot_at(spark, name: str, watermark: int) -> int:
                      "ORDER BY committed_at DESC LIMIT 1").collect()[0][0]
 
 
-def test_small_tables_are_rewritten_whole_with_the_merge_paths_rows_counts_and_lineage(spark_session, tmp_path):
-    workload, runs = _runs(31, tmp_path)
+def test_small_tables_are_rewritten_whole_with_the_merge_paths_rows_counts_and_lineage(spark_session, tmp_path,
+                                                                                      monkeypatch):
+    """Six tables, no two of the same columns, two of each key type: each pair is rewritten by one frame of slots
+    (``column_slots``), and every table ends as the MERGE path leaves it."""
+    from ticdc_lakehouse.merge import table_commit
+
+    workload, runs = _runs(31, tmp_path, tables=6)
     cut = runs[-1][1]
     reports: dict[str, list] = {}
+    frames = []
+    write_files = table_commit.write_files
+
+    def recorded(job_frames):
+        frames.extend((len(f.layouts), f.slots is not None, "_lakehouse_written" in f.rows.columns)
+                      for f in job_frames)
+        return write_files(job_frames)
+
+    monkeypatch.setattr(table_commit, "write_files", recorded)
     for way, catalog, limit in (("rewrite", "rw_a", 20_000), ("merge", "rw_m", 0)):
         # run 1: every table new (appended); run 2: MERGEs (deletion vectors); run 3: rewritten, or MERGEd
         reports[way] = [_backfill(spark_session, tmp_path / way, catalog, archive, rewrite_max_rows=rewrite)
                         for (archive, _), rewrite in zip(runs, (0, 0, limit))]
     assert_lake_equals_upstream(spark_session, workload, cut)  # the default catalog: the last one used
+    assert sorted(frames) == [(2, True, False)] * 6 + [(2, True, True)] * 3  # appended twice, rewritten once
     for name in workload.expected_json(cut):
         table = name.split(".", 1)[1]
         rewritten, merged = f"rw_a.{name}", f"rw_m.{name}"

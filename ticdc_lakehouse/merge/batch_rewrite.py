@@ -20,7 +20,7 @@ the new rows' ids, the written rows' sequence number).
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -44,13 +44,23 @@ LAST_UPDATED = "_last_updated_sequence_number"
 LINEAGE_FIELD_IDS = {ROW_ID: 2147483540, LAST_UPDATED: 2147483539}
 
 
-def lake_rows(lake_frames: Sequence[DataFrame], columns: Sequence[TargetColumn], lineage: bool = False
-              ) -> DataFrame:
-    """The rows of several tables of one layout as one frame: each table's columns by name, in ``columns``'
-    order, with its position in ``lake_frames`` as ``TABLE_INDEX``; ``lineage``: and the row-lineage fields."""
+def lake_rows(lake_frames: Sequence[DataFrame], columns: Sequence[TargetColumn], lineage: bool = False,
+              names: Optional[Sequence[Sequence[Optional[str]]]] = None) -> DataFrame:
+    """The rows of several tables as one frame: each table's columns by name, in ``columns``' order, with its
+    position in ``lake_frames`` as ``TABLE_INDEX``; ``lineage``: and the row-lineage fields. ``names``: for tables
+    of different columns (``columns`` the slots of ``column_slots``), each table's column name for each slot, None
+    where it has none (a NULL there); else every table has ``columns`` by their names."""
+
+    def value(frame_names: Sequence[Optional[str]], i: int, column: TargetColumn):
+        name = frame_names[i]
+        if name is None:
+            return F.lit(None).cast(column.spark_type).alias(column.name)
+        return F.col(quote(name)).alias(column.name)
+
     kept = [F.col(name) for name in LINEAGE_FIELD_IDS] if lineage else []
-    selected = [frame.select(*[F.col(quote(c.name)) for c in columns], *kept,
-                             F.lit(index).cast("int").alias(TABLE_INDEX))
+    own = [c.name for c in columns]
+    selected = [frame.select(*[value(own if names is None else names[index], i, c) for i, c in enumerate(columns)],
+                             *kept, F.lit(index).cast("int").alias(TABLE_INDEX))
                 for index, frame in enumerate(lake_frames)]
     union = selected[0]
     for frame in selected[1:]:

@@ -196,17 +196,19 @@ def file_writer(first_index: int, layouts: Sequence[TableLayout], names: Sequenc
         files = _TaskFiles(LocalFileSystem(), layouts)
         schema = None
         schemas: dict[int, Any] = {}  # per table of a slot frame: its files' schema
+        lineage = [name for name in LINEAGE_FIELD_IDS if name in names]  # a rewrite's, see ``batch_rewrite``
+        columns = [*(c.name for c in layouts[0].columns), *lineage]
 
         def own_columns(index: int, part):
-            """A slot frame's rows of one table: its slots under its own column names, typed as its files."""
+            """A slot frame's rows of one table: its slots under its own column names (and a rewrite's lineage
+            fields), typed as its files."""
             layout = layouts[index]
-            part = part.select(list(slots[index])).rename_columns([c.name for c in layout.columns])
+            own = [c.name for c in layout.columns]
+            part = part.select([*slots[index], *lineage]).rename_columns([*own, *lineage])
             if index not in schemas:
                 schemas[index] = _parquet_schema(part.schema, layout)
             return part.cast(schemas[index])
 
-        columns = [c.name for c in layouts[0].columns]
-        columns += [name for name in LINEAGE_FIELD_IDS if name in names]  # a rewrite's, see ``batch_rewrite``
         counts: dict[int, list[int]] = {}  # a rewrite's: table index -> [written, removed]
         try:
             for batch in batches:

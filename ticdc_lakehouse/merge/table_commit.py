@@ -34,7 +34,7 @@ from ticdc_lakehouse.merge.batch_write import (
 from ticdc_lakehouse.merge.batch_rewrite import CARRIED, lake_rows, rewritten_rows
 from ticdc_lakehouse.merge.change_range import ChangeRange, FlushResult
 from ticdc_lakehouse.merge.changes import partial_positions, tables_change_set
-from ticdc_lakehouse.merge.column_slots import key_signatures, packed, slot_frame
+from ticdc_lakehouse.merge.column_slots import SlotFrame, key_signatures, packed, slot_frame
 from ticdc_lakehouse.merge.table_events import TABLE_INDEX, TableRange
 from ticdc_lakehouse.core.sql_names import qualified
 
@@ -208,7 +208,7 @@ def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[
         partitions = None if events_in_frame is None else min(session_partitions, writer_tasks(events_in_frame))
         layouts = [plans[i].layout for i in members]
         if in_slots:
-            return members, _slot_write_frame(events, catalog, [plans[i] for i in members], partitions,
+            return members, _slot_write_frame(spark, events, catalog, [plans[i] for i in members], partitions,
                                               events_in_frame)
         if len(members) == 1:
             source = first.source(events, partitions)
@@ -263,11 +263,12 @@ SLOT_MAX_EVENTS = EVENTS_PER_PARTITION
 
 def _slot_group(plan: AppendPlan) -> Optional[tuple]:
     """What tables must share to be written by one frame of slots (``column_slots``), or None when the table
-    cannot: a table appended to (not rewritten), small (``SLOT_MAX_EVENTS``), with a key, whose every change
-    carried every column (no partial images to carry forward), no column renamed in the run, and its files'
-    columns its columns, bucketed (if at all) by its first key. Shared: the keys' signatures and the buckets."""
+    cannot: a small table (``SLOT_MAX_EVENTS``) with a key, whose every change carried every column (no partial
+    images to carry forward), no column renamed in the run, and its files' columns its columns, bucketed (if at
+    all) by its first key. Shared: the keys' signatures, the buckets, and whether the tables are appended to or
+    rewritten (and keep row lineage)."""
     change, layout, target = plan.change, plan.layout, plan.change.target
-    if plan.rewrite or change.renames or not target.keys:
+    if change.renames or not target.keys:
         return None
     if change.row_events is None or change.row_events >= SLOT_MAX_EVENTS:
         return None
@@ -277,13 +278,15 @@ def _slot_group(plan: AppendPlan) -> Optional[tuple]:
         return None
     if [c.name for c in layout.columns] != [c.name for c in target.columns]:
         return None
-    return key_signatures(target.keys), None if layout.bucket is None else layout.bucket[2]
+    return (key_signatures(target.keys), None if layout.bucket is None else layout.bucket[2], plan.rewrite,
+            layout.row_lineage)
 
 
-def _slot_write_frame(events, catalog: str, plans: Sequence[AppendPlan], partitions: Optional[int],
+def _slot_write_frame(spark, events, catalog: str, plans: Sequence[AppendPlan], partitions: Optional[int],
                       row_events: Optional[int]) -> WriteFrame:
-    """The images of tables of different columns (one ``_slot_group``) as one frame of slots: one plan types and
-    collapses them all, and the writers take each table's slots back under its column names."""
+    """The images, or rewritten rows, of tables of different columns (one ``_slot_group``) as one frame of slots:
+    one plan types and collapses their changes, and the writers take each table's slots back under its column
+    names."""
     slots = slot_frame([(p.change.target.columns, p.change.target.keys) for p in plans])
     ranges = [TableRange(p.change.upstream_schema, p.change.upstream_table, p.change.lower, p.change.upto_ts,
                          slots.names[n]) for n, p in enumerate(plans)]
@@ -292,28 +295,33 @@ def _slot_write_frame(events, catalog: str, plans: Sequence[AppendPlan], partiti
     layout = plans[0].layout
     if layout.bucket is not None:  # every table's bucket of its first key: the first key slot
         layout = replace(layout, bucket=(layout.bucket[0], slots.keys[0].name, layout.bucket[2]))
-    frame = images(source, catalog, [slot.name for slot in slots.columns], layout, row_events)
+    if plans[0].rewrite:
+        frame = spread(rewritten_frame(spark, catalog, plans, source, slots), catalog, layout, CARRIED, row_events)
+    else:
+        frame = images(source, catalog, [slot.name for slot in slots.columns], layout, row_events)
     return WriteFrame(frame, [p.layout for p in plans],
                       [slots.slots_of(n, [c.name for c in p.layout.columns]) for n, p in enumerate(plans)])
 
 
-def rewritten_frame(spark, catalog: str, plans: Sequence[AppendPlan], source):
-    """The rows of the ``plans``' tables (all rewrites of one layout) after their change set ``source`` (of
-    several tables, or of the one table without ``TABLE_INDEX``): see ``batch_rewrite``. Each table is read at the
-    snapshot its plan saw, which its commit checks is still current."""
+def rewritten_frame(spark, catalog: str, plans: Sequence[AppendPlan], source, slots: Optional[SlotFrame] = None):
+    """The rows of the ``plans``' tables (all rewrites of one layout, or of one ``_slot_group`` with their
+    ``slots``) after their change set ``source`` (of several tables, or of the one table without
+    ``TABLE_INDEX``): see ``batch_rewrite``. Each table is read at the snapshot its plan saw, which its commit
+    checks is still current."""
     from pyspark.sql import functions as F
 
     change = plans[0].change
     target = change.target
     if TABLE_INDEX not in source.columns:
         source = source.withColumn(TABLE_INDEX, F.lit(0).cast("int"))
+    columns, keys = (target.columns, target.keys) if slots is None else (slots.columns, slots.keys)
     lake = lake_rows([spark.read.options(**{"versionAsOf": str(p.snapshot_id), "split-size": str(ONE_SPLIT_BYTES)})
                       .table(qualified(catalog, p.change.target.namespace, p.change.target.name)) for p in plans],
-                     target.columns, plans[0].layout.row_lineage)
+                     columns, plans[0].layout.row_lineage, None if slots is None else slots.names)
     # a task per table reads a few rows: several tables a task (read one after the other) cost less in tasks
     lake = lake.coalesce(max(1, spark.sparkContext.defaultParallelism))
-    partial = partial_positions(target.columns, target.keys, change.always_sent)
-    return rewritten_rows(lake, source, target.columns, target.keys, partial)
+    partial = [] if slots is not None else partial_positions(target.columns, target.keys, change.always_sent)
+    return rewritten_rows(lake, source, columns, keys, partial)
 
 
 #: the read split of a rewritten table: its whole (a task per table, not Iceberg's adaptive split of a small table
