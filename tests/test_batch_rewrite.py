@@ -21,11 +21,12 @@ pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _runs(seed: int, directory: Path, tables: Optional[int] = None) -> tuple[Workload, list[tuple[Path, int]]]:
+def _runs(seed: int, directory: Path, tables: Optional[int] = None, partial_updates: bool = False
+          ) -> tuple[Workload, list[tuple[Path, int]]]:
     """The sample tables (and copies of them with a column of their own each, up to ``tables``), then three runs'
-    worth of changes (inserts, updates and deletes): for each run the archive as it stood then (a copy: the log
-    only grows) and its cut."""
-    workload = Workload(seed=seed, partitions=3)
+    worth of changes (inserts, updates and deletes; ``partial_updates``: see ``Workload``): for each run the
+    archive as it stood then (a copy: the log only grows) and its cut."""
+    workload = Workload(seed=seed, partitions=3, partial_updates=partial_updates)
     if tables is None:
         workload.create_sample_tables()
     else:
@@ -176,6 +177,27 @@ def test_a_crash_between_the_rewrite_and_its_commits_reruns_to_the_same_tables(s
         assert operations == ["append", "overwrite"], name
         referenced = {r[0] for r in spark_session.sql(f"SELECT file_path FROM rw_crash.{name}.files").collect()}
         assert not referenced & {f"file:{p}" for p in written} and not referenced & {str(p) for p in written}
+
+
+def test_tables_of_different_columns_whose_updates_carry_some_columns_are_rewritten_to_the_upstream_rows(
+        spark_session, tmp_path, monkeypatch):
+    """Updates that carry only the key and the changed columns, in six tables of different columns: each run's
+    frames of slots carry each table's earlier values of what an update did not send, appended and rewritten."""
+    from ticdc_lakehouse.merge import table_commit
+
+    workload, runs = _runs(37, tmp_path, tables=6, partial_updates=True)
+    slotted = []
+    write_files = table_commit.write_files
+
+    def recorded(job_frames):
+        slotted.extend(f.slots is not None for f in job_frames)
+        return write_files(job_frames)
+
+    monkeypatch.setattr(table_commit, "write_files", recorded)
+    for archive, cut in runs:
+        _backfill(spark_session, tmp_path / "home", "rw_p", archive)
+        assert_lake_equals_upstream(spark_session, workload, cut)
+    assert slotted.count(True) == 9, slotted  # three frames a run
 
 
 def test_the_row_lineage_fields_are_written_under_icebergs_own_names_and_ids(spark_session):

@@ -11,7 +11,7 @@ from tests.test_changes import frame
 from ticdc_lakehouse.core.model import DELETE, INSERT, UPDATE, Position, RowChange
 from ticdc_lakehouse.iceberg.columns import TargetColumn
 from ticdc_lakehouse.merge.changes import change_set, tables_change_set
-from ticdc_lakehouse.merge.column_slots import packed, slot_frame
+from ticdc_lakehouse.merge.column_slots import always_sent_slots, packed, slot_frame
 from ticdc_lakehouse.merge.table_events import TABLE_INDEX, TableRange
 
 KEY = TargetColumn("id", "int", "int", True)
@@ -93,11 +93,13 @@ EVENTS = [
 ]
 
 
-def _slot_rows(spark, events, tables=("a", "b", "c")) -> dict[str, list[dict]]:
-    """Each table's rows of one frame of slots over ``events``, under its own column names."""
+def _slot_rows(spark, events, tables=("a", "b", "c"), always_sent=None) -> dict[str, list[dict]]:
+    """Each table's rows of one frame of slots over ``events``, under its own column names (``always_sent``: per
+    table, see ``changes.partial_positions``; default: no updates carried only some columns)."""
     slots = slot_frame([(TABLES[t], [KEY]) for t in tables])
     ranges = [TableRange("s", t, 0, 1000, slots.names[i]) for i, t in enumerate(tables)]
-    out = tables_change_set(frame(spark, events), ranges, slots.columns, slots.keys, None, False, 2)
+    sent = always_sent_slots(slots, [(always_sent or {}).get(t) for t in tables])
+    out = tables_change_set(frame(spark, events), ranges, slots.columns, slots.keys, sent, False, 2)
     result = {}
     for i, t in enumerate(tables):
         names = [c.name for c in TABLES[t]]
@@ -107,8 +109,9 @@ def _slot_rows(spark, events, tables=("a", "b", "c")) -> dict[str, list[dict]]:
     return result
 
 
-def _own_rows(spark, events, table) -> list[dict]:
-    out = change_set(frame(spark, events), "s", table, 0, 1000, TABLES[table], [KEY], None, keys_move=False)
+def _own_rows(spark, events, table, always_sent=None) -> list[dict]:
+    out = change_set(frame(spark, events), "s", table, 0, 1000, TABLES[table], [KEY], always_sent, keys_move=False)
+    out = out.select("_op", "_commit_ts", *[c.name for c in TABLES[table]])
     return sorted((r.asDict() for r in out.collect()), key=lambda r: r["id"])
 
 
@@ -119,6 +122,26 @@ def test_a_frame_of_slots_gives_each_table_exactly_its_own_change_set(spark):
         assert slotted[table] == _own_rows(spark, EVENTS, table), table
     assert [r["_op"] for r in slotted["b"]] == [UPDATE, DELETE] and slotted["b"][0]["note"] == "y"
     assert slotted["a"][0]["state"] == "new" and slotted["a"][1]["at"] is None and slotted["c"][1]["at"] is None
+
+
+@pytest.mark.spark
+def test_updates_that_carry_some_columns_add_up_in_a_frame_of_slots_as_in_their_table_s_own(spark):
+    """Partial images (a protocol sending only the changed columns): a key's later updates carry forward the
+    columns its earlier changes sent, in each table, whichever slots the other tables use."""
+    partial = [
+        event("a", 40, UPDATE, {"id": "1", "price": "2.00"}, {"price": "1.50"}, offset=30),
+        event("a", 41, UPDATE, {"id": "1", "state": "2"}, {"state": "1"}, offset=31),
+        event("a", 42, INSERT, {"id": "5", "price": "3.00", "state": "1", "tags": "1", "raw": None, "at": None},
+              offset=32),
+        event("a", 43, UPDATE, {"id": "5", "tags": "2"}, {"tags": "1"}, offset=33),
+        event("b", 44, UPDATE, {"id": "1", "other": "7"}, {"other": "-3.5"}, offset=34),
+    ]
+    sent = {"a": frozenset({"id"}), "b": frozenset({"id", "other"}), "c": None}
+    slotted = _slot_rows(spark, EVENTS + partial, always_sent=sent)
+    for table in TABLES:
+        assert slotted[table] == _own_rows(spark, EVENTS + partial, table, sent[table]), table
+    five = next(r for r in slotted["a"] if r["id"] == 5)
+    assert five["state"] == "new" and five["tags"] == "b" and str(five["price"]) == "3.00"
 
 
 @pytest.mark.spark

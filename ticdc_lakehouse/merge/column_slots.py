@@ -128,3 +128,16 @@ def packed(tables: Sequence[tuple[Sequence[TargetColumn], Sequence[TargetColumn]
             frames.append([index])
             widest = Counter(kinds[index])
     return frames
+
+
+def always_sent_slots(slots: SlotFrame, always_sent: Sequence[Optional[frozenset[str]]]
+                      ) -> Optional[frozenset[str]]:
+    """The frame's ``always_sent`` (see ``changes.partial_positions``): the slots (lower case) that every change
+    of every table using them carried, from each table's ``always_sent`` (the lower-case names every change of it
+    carried, None without updates); None when no table had updates. A slot some table's changes did not always
+    carry gets presence flags in every table's rows (NULL where its table has no column there: never present)."""
+    if all(sent is None for sent in always_sent):
+        return None
+    partial = {j for names, sent in zip(slots.names, always_sent) if sent is not None
+               for j, name in enumerate(names) if name is not None and name.lower() not in sent}
+    return frozenset(slot.name.lower() for j, slot in enumerate(slots.columns) if j not in partial)

@@ -34,7 +34,7 @@ from ticdc_lakehouse.merge.batch_write import (
 from ticdc_lakehouse.merge.batch_rewrite import CARRIED, lake_rows, rewritten_rows
 from ticdc_lakehouse.merge.change_range import ChangeRange, FlushResult
 from ticdc_lakehouse.merge.changes import partial_positions, tables_change_set
-from ticdc_lakehouse.merge.column_slots import SlotFrame, key_signatures, packed, slot_frame
+from ticdc_lakehouse.merge.column_slots import SlotFrame, always_sent_slots, key_signatures, packed, slot_frame
 from ticdc_lakehouse.merge.table_events import TABLE_INDEX, TableRange
 from ticdc_lakehouse.core.sql_names import qualified
 
@@ -263,16 +263,13 @@ SLOT_MAX_EVENTS = EVENTS_PER_PARTITION
 
 def _slot_group(plan: AppendPlan) -> Optional[tuple]:
     """What tables must share to be written by one frame of slots (``column_slots``), or None when the table
-    cannot: a small table (``SLOT_MAX_EVENTS``) with a key, whose every change carried every column (no partial
-    images to carry forward), no column renamed in the run, and its files' columns its columns, bucketed (if at
-    all) by its first key. Shared: the keys' signatures, the buckets, and whether the tables are appended to or
+    cannot: a small table (``SLOT_MAX_EVENTS``) with a key, no column renamed in the run, and its files' columns
+    its columns, bucketed (if at all) by its first key. Shared: the keys' signatures, the buckets, and whether the tables are appended to or
     rewritten (and keep row lineage)."""
     change, layout, target = plan.change, plan.layout, plan.change.target
     if change.renames or not target.keys:
         return None
     if change.row_events is None or change.row_events >= SLOT_MAX_EVENTS:
-        return None
-    if partial_positions(target.columns, target.keys, change.always_sent):
         return None
     if layout.bucket is not None and layout.bucket[1] != target.keys[0].name:
         return None
@@ -290,7 +287,8 @@ def _slot_write_frame(spark, events, catalog: str, plans: Sequence[AppendPlan], 
     slots = slot_frame([(p.change.target.columns, p.change.target.keys) for p in plans])
     ranges = [TableRange(p.change.upstream_schema, p.change.upstream_table, p.change.lower, p.change.upto_ts,
                          slots.names[n]) for n, p in enumerate(plans)]
-    source = tables_change_set(events, ranges, slots.columns, slots.keys, None,
+    always_sent = always_sent_slots(slots, [p.change.always_sent for p in plans])
+    source = tables_change_set(events, ranges, slots.columns, slots.keys, always_sent,
                                any(p.change.keys_move for p in plans), partitions)
     layout = plans[0].layout
     if layout.bucket is not None:  # every table's bucket of its first key: the first key slot
@@ -314,14 +312,15 @@ def rewritten_frame(spark, catalog: str, plans: Sequence[AppendPlan], source, sl
     target = change.target
     if TABLE_INDEX not in source.columns:
         source = source.withColumn(TABLE_INDEX, F.lit(0).cast("int"))
-    columns, keys = (target.columns, target.keys) if slots is None else (slots.columns, slots.keys)
+    columns, keys, always_sent = ((target.columns, target.keys, change.always_sent) if slots is None else
+                                  (slots.columns, slots.keys,
+                                   always_sent_slots(slots, [p.change.always_sent for p in plans])))
     lake = lake_rows([spark.read.options(**{"versionAsOf": str(p.snapshot_id), "split-size": str(ONE_SPLIT_BYTES)})
                       .table(qualified(catalog, p.change.target.namespace, p.change.target.name)) for p in plans],
                      columns, plans[0].layout.row_lineage, None if slots is None else slots.names)
     # a task per table reads a few rows: several tables a task (read one after the other) cost less in tasks
     lake = lake.coalesce(max(1, spark.sparkContext.defaultParallelism))
-    partial = [] if slots is not None else partial_positions(target.columns, target.keys, change.always_sent)
-    return rewritten_rows(lake, source, columns, keys, partial)
+    return rewritten_rows(lake, source, columns, keys, partial_positions(columns, keys, always_sent))
 
 
 #: the read split of a rewritten table: its whole (a task per table, not Iceberg's adaptive split of a small table
