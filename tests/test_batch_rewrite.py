@@ -210,8 +210,9 @@ def test_the_row_lineage_fields_are_written_under_icebergs_own_names_and_ids(spa
 
 def test_a_value_a_small_table_cannot_store_is_a_dead_letter_and_the_rest_of_the_run_applies(spark, settings,
                                                                                               tmp_path):
-    """In a steady-state run the rewrite's job fails on the value before any commit; every table then takes its
-    own flush, which sets the bad event aside (topic, partition, offset, reason) and applies the others."""
+    """In a steady-state run the rewrite's job fails on the value before any commit, naming its table: that table
+    takes its own flush, which sets the bad event aside (topic, partition, offset, reason) and applies the others,
+    and the other tables are rewritten by the write jobs again (not a flush each)."""
     at = Position("t", 0, 0)
     types = {"id": "int", "amount": "decimal(5,2)"}
 
@@ -235,3 +236,8 @@ def test_a_value_a_small_table_cannot_store_is_a_dead_letter_and_the_rest_of_the
     dead = lake_rows(spark, "SELECT topic, partition, offset, error FROM _lakehouse.dead_letters")
     assert [(d["topic"], d["partition"], d["offset"]) for d in dead] == [("t", 0, len(first))]  # its offset
     assert "12345.67" in dead[0]["error"] and "decimal(5,2)" in dead[0]["error"]
+    # b was rewritten whole (its file replaced, no deletion vector), a merged on its own (a deletion vector)
+    last = ("SELECT summary['deleted-data-files'] AS replaced, summary['added-delete-files'] AS dvs "
+            "FROM app.{}.snapshots ORDER BY committed_at DESC LIMIT 1")
+    assert lake_rows(spark, last.format("b")) == [{"replaced": "1", "dvs": None}]
+    assert lake_rows(spark, last.format("a"))[0]["dvs"] == "1"

@@ -15,7 +15,7 @@ from ticdc_lakehouse.runtime.parallel import map_at_most
 from ticdc_lakehouse.merge import table_work
 from ticdc_lakehouse.merge.plan import table_key
 from ticdc_lakehouse.merge.table_commit import AppendPlan, append_tables, plan_write
-from ticdc_lakehouse.merge.value_checks import is_invalid_value_failure, reason_of
+from ticdc_lakehouse.merge.value_checks import failed_tables, is_invalid_value_failure, reason_of
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +25,8 @@ def flush_in_write_jobs(ctx, tables: list[tuple[str, str]], upto_ts: int, parall
     """Apply, up to ``upto_ts``, the rows of every table of ``tables`` that holds none in the lake yet or at most
     ``merge.rewrite_max_rows`` (see ``table_commit.plan_write``) with a few write jobs and one commit per table;
     returns the tables left for the per-table flush. When a write job fails on a value a table cannot store, nothing
-    is committed and every table is left to the per-table flush, which sets the value aside table by table."""
+    is committed: the table the failure names (``value_checks.failed_tables``) is left to the per-table flush, which
+    sets the value aside, and the others are written again (a failure naming no table leaves every table to it)."""
     with_rows = [name for name in tables if table_key(*name) in ctx.row_stats]
     if len(with_rows) < 2:
         return tables  # one table: its own flush takes the append path just as well
@@ -38,18 +39,31 @@ def flush_in_write_jobs(ctx, tables: list[tuple[str, str]], upto_ts: int, parall
 
     planned = map_at_most(plan, with_rows, parallelism, "plan")
     chosen = {name: change for name, change in zip(with_rows, planned) if change is not None}
-    if not chosen:
-        return tables
     started = time.monotonic()
-    try:
-        results = append_tables(ctx.spark, ctx.ji, ctx.settings.catalog_name, ctx.events, list(chosen.values()),
-                                parallelism)
-    except Exception as exc:
-        if not is_invalid_value_failure(exc):
-            raise
-        log.warning("writing %d table(s) in write jobs failed on a value (%s): applying them one by one",
-                    len(chosen), reason_of(exc))
-        return tables
+    while True:
+        if not chosen:
+            return tables
+        try:
+            results = append_tables(ctx.spark, ctx.ji, ctx.settings.catalog_name, ctx.events,
+                                    list(chosen.values()), parallelism)
+            break
+        except Exception as exc:
+            if not is_invalid_value_failure(exc):
+                raise
+            failed = failed_tables(exc, [(change.upstream_schema, change.upstream_table)
+                                         for change in (plan.change for plan in chosen.values())])
+            if not failed:
+                log.warning("writing %d table(s) in write jobs failed on a value (%s): applying them one by one",
+                            len(chosen), reason_of(exc))
+                return tables
+            # nothing was committed: the others are written again without the table(s) the value is in, which
+            # take their own flush (it sets the value aside), instead of every table taking its own
+            log.warning("writing %d table(s) in write jobs failed on a value (%s): writing the others again, "
+                        "applying %s on its own", len(chosen), reason_of(exc), ", ".join(".".join(f) for f in failed))
+            upstream = {(c.upstream_schema.lower(), c.upstream_table.lower()): name
+                        for name, c in ((name, plan.change) for name, plan in chosen.items())}
+            for schema, table in failed:
+                chosen.pop(upstream[(schema.lower(), table.lower())], None)
     seconds = time.monotonic() - started
     for name, result in zip(chosen, results):
         table_work.record(ctx, result, table_key(*name), seconds / len(chosen))

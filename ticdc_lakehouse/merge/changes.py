@@ -20,7 +20,7 @@ from pyspark.sql.window import Window
 
 from ticdc_lakehouse.iceberg.columns import TargetColumn, mysql_base
 from ticdc_lakehouse.merge.table_events import TABLE_INDEX, TableRange, carry_renames, table_rows, tables_rows
-from ticdc_lakehouse.merge.value_checks import guarded, name_sql, raw_sql, text_problem, try_cast_sql
+from ticdc_lakehouse.merge.value_checks import guarded, name_sql, raw_sql, table_mark, text_problem, try_cast_sql
 from ticdc_lakehouse.core.model import DELETE, UPDATE
 from ticdc_lakehouse.core.sql_names import quote, sql_string
 
@@ -123,6 +123,12 @@ def checked_text(raw: str, named_enums: Column, column: TargetColumn) -> Checked
     return CheckedValue(typed, text_problem(raw, column))
 
 
+def in_table(problem: Column) -> Column:
+    """A value's problem (NULL: none) with its event's table (``value_checks.table_mark``), so that a failure of
+    several tables' write job says which table to set apart (``batch_flush``)."""
+    return F.concat(problem, table_mark(F.col("schema_name"), F.col("table_name")))
+
+
 def typed_changes(rows: DataFrame, columns: Sequence[TargetColumn], keys: Sequence[TargetColumn],
                   partial: Sequence[int], carried: Sequence[str] = (), keys_move: bool = True) -> DataFrame:
     """Every row event with its typed key (``_k<i>``) and values (``_c<i>``, by the column's position in
@@ -163,21 +169,21 @@ def typed_changes(rows: DataFrame, columns: Sequence[TargetColumn], keys: Sequen
         new_text = (f"CASE WHEN op = {sql_string(DELETE)} THEN {raw_sql('before', key)} "
                     f"ELSE {raw_sql('after', key)} END")
         new_key = checked_text(new_text, enums, key)
-        selected += [new_key.typed_if_exact().alias(f"_kt{i}"), new_key.problem.alias(f"_kp{i}")]
+        selected += [new_key.typed_if_exact().alias(f"_kt{i}"), in_table(new_key.problem).alias(f"_kp{i}")]
         checked += [f"_kt{i}", f"_kp{i}"]
         if keys_move:
             old_key = checked_value("before", enums, key)
             old_held = F.coalesce((F.col("op") == UPDATE)
                                   & F.map_contains_key(F.col("before"), F.expr(name_sql(key))), F.lit(False))
             selected += [old_key.typed_if_exact().alias(f"_okt{i}"),
-                         F.when(old_held, old_key.problem).alias(f"_okp{i}"), old_held.alias(f"_oh{i}")]
+                         F.when(old_held, in_table(old_key.problem)).alias(f"_okp{i}"), old_held.alias(f"_oh{i}")]
             checked += [f"_okt{i}", f"_okp{i}", f"_oh{i}"]
     values: list[int] = []
     for position, column in enumerate(columns):
         if column.name.lower() in key_index:
             continue
         value = checked_value("after", enums, column)
-        selected += [value.typed_if_exact().alias(f"_t{position}"), value.problem.alias(f"_p{position}")]
+        selected += [value.typed_if_exact().alias(f"_t{position}"), in_table(value.problem).alias(f"_p{position}")]
         checked += [f"_t{position}", f"_p{position}"]
         values.append(position)
         if position in flagged:

@@ -205,6 +205,19 @@ def valid_events(rows, columns: Sequence[TargetColumn], keys: Sequence[TargetCol
     return with_problems(rows, columns, keys).filter(F.col("_problem").isNull()).drop("_problem")
 
 
+def table_mark(schema: Column, table: Column) -> Column:
+    """The end of an invalid-value failure naming its event's table: `` [table <schema>.<table>]`` (names as the
+    event carried them; see :func:`failed_tables`)."""
+    return F.concat(F.lit(" [table "), schema, F.lit("."), table, F.lit("]"))
+
+
+def failed_tables(error: BaseException, tables: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The ``tables`` (schema, table) an invalid-value failure names (:func:`table_mark`, names compared
+    case-insensitively, as TiDB's are); empty when it names none of them."""
+    text = str(error).lower()
+    return [(schema, table) for schema, table in tables if f" [table {schema}.{table}]".lower() in text]
+
+
 def is_invalid_value_failure(error: BaseException) -> bool:
     """Whether a Spark failure is a change set's guarded value (see :func:`guarded`)."""
     return INVALID_VALUE in str(error)
