@@ -124,7 +124,7 @@ def test_a_rewrite_applies_deletes_inserts_and_partial_updates_as_the_merge_stat
     value of the others: the join of ``rewritten_rows`` and ``flush.merge_sql`` give the same table."""
     from ticdc_lakehouse.iceberg.columns import TargetColumn
     from ticdc_lakehouse.iceberg.tables import TargetTable
-    from ticdc_lakehouse.merge.batch_rewrite import DROPPED, REMOVED, WRITTEN, lake_rows as lake_frame
+    from ticdc_lakehouse.merge.batch_rewrite import DROPPED, REMOVED, WRITTEN, LakeTable, lake_rows_sql
     from ticdc_lakehouse.merge.batch_rewrite import rewritten_rows
     from ticdc_lakehouse.merge.flush import merge_sql
     from ticdc_lakehouse.merge.table_events import TABLE_INDEX
@@ -146,7 +146,10 @@ def test_a_rewrite_applies_deletes_inserts_and_partial_updates_as_the_merge_stat
     ], "_op string, _commit_ts bigint, id int, a string, b string, c int, _present_1 boolean, _present_3 boolean")
     changes.createOrReplaceTempView("partial_changes")
     spark.sql(merge_sql(settings.catalog_name, target, "partial_changes", frozenset({"b"})))
-    rows = rewritten_rows(lake_frame([spark.table("app.lake")], columns),
+    snapshot = spark.sql("SELECT snapshot_id FROM app.lake.snapshots").first()[0]
+    lake = spark.sql(lake_rows_sql([LakeTable(settings.catalog_name, "app", "lake", snapshot,
+                                              tuple(c.name for c in columns))], columns))
+    rows = rewritten_rows(lake,
                           changes.withColumn(TABLE_INDEX, changes["id"] * 0), columns, [columns[0]], [1, 3])
     kept = rows.filter(~rows[DROPPED]).select("id", "a", "b", "c").orderBy("id").collect()
     assert [tuple(r) for r in kept] == [tuple(r) for r in spark.sql("SELECT * FROM app.merged ORDER BY id").collect()]

@@ -18,8 +18,8 @@ KEY = TargetColumn("id", "int", "int", True)
 #: three tables of their own columns: shared types (a DECIMAL in each of a and b, twice in b), an ENUM and a SET,
 #: bytes, datetimes, and a name (``at``) of two types in two tables
 TABLES = {
-    "a": [KEY, TargetColumn("price", "decimal(6,2)", "decimal(6,2)"), TargetColumn("state", "string", "enum('new','paid')"),
-          TargetColumn("tags", "string", "set('a','b','c')"), TargetColumn("raw", "binary", "blob"),
+    "a": [KEY, TargetColumn("price", "decimal(6,2)", "decimal(6,2)"),
+          TargetColumn("state", "string", "enum('new','paid')"), TargetColumn("tags", "string", "set('a','b','c')"), TargetColumn("raw", "binary", "blob"),
           TargetColumn("at", "timestamp_ntz", "datetime")],
     "b": [KEY, TargetColumn("note", "string", "varchar(9)"), TargetColumn("cost", "decimal(6,2)", "decimal(6,2)"),
           TargetColumn("other", "decimal(6,2)", "decimal(6,2)")],

@@ -31,12 +31,11 @@ from ticdc_lakehouse.merge.batch_write import (
     write_job_settings,
     writer_tasks,
 )
-from ticdc_lakehouse.merge.batch_rewrite import CARRIED, lake_rows, rewritten_rows
+from ticdc_lakehouse.merge.batch_rewrite import CARRIED, LakeTable, lake_rows_sql, rewritten_rows
 from ticdc_lakehouse.merge.change_range import ChangeRange, FlushResult
 from ticdc_lakehouse.merge.changes import partial_positions, tables_change_set
 from ticdc_lakehouse.merge.column_slots import SlotFrame, always_sent_slots, key_signatures, packed, slot_frame
 from ticdc_lakehouse.merge.table_events import TABLE_INDEX, TableRange
-from ticdc_lakehouse.core.sql_names import qualified
 
 
 #: files of at least this many rows are committed with Iceberg's column metrics (read back from their footers,
@@ -264,8 +263,8 @@ SLOT_MAX_EVENTS = EVENTS_PER_PARTITION
 def _slot_group(plan: AppendPlan) -> Optional[tuple]:
     """What tables must share to be written by one frame of slots (``column_slots``), or None when the table
     cannot: a small table (``SLOT_MAX_EVENTS``) with a key, no column renamed in the run, and its files' columns
-    its columns, bucketed (if at all) by its first key. Shared: the keys' signatures, the buckets, and whether the tables are appended to or
-    rewritten (and keep row lineage)."""
+    its columns, bucketed (if at all) by its first key. Shared: the keys' signatures, the buckets, and whether the
+    tables are appended to or rewritten (and keep row lineage)."""
     change, layout, target = plan.change, plan.layout, plan.change.target
     if change.renames or not target.keys:
         return None
@@ -315,17 +314,13 @@ def rewritten_frame(spark, catalog: str, plans: Sequence[AppendPlan], source, sl
     columns, keys, always_sent = ((target.columns, target.keys, change.always_sent) if slots is None else
                                   (slots.columns, slots.keys,
                                    always_sent_slots(slots, [p.change.always_sent for p in plans])))
-    lake = lake_rows([spark.read.options(**{"versionAsOf": str(p.snapshot_id), "split-size": str(ONE_SPLIT_BYTES)})
-                      .table(qualified(catalog, p.change.target.namespace, p.change.target.name)) for p in plans],
-                     columns, plans[0].layout.row_lineage, None if slots is None else slots.names)
+    names = [tuple(c.name for c in target.columns)] * len(plans) if slots is None else slots.names
+    lake = spark.sql(lake_rows_sql([LakeTable(catalog, p.change.target.namespace, p.change.target.name,
+                                              p.snapshot_id, tuple(own)) for p, own in zip(plans, names)],
+                                   columns, plans[0].layout.row_lineage))
     # a task per table reads a few rows: several tables a task (read one after the other) cost less in tasks
     lake = lake.coalesce(max(1, spark.sparkContext.defaultParallelism))
     return rewritten_rows(lake, source, columns, keys, partial_positions(columns, keys, always_sent))
-
-
-#: the read split of a rewritten table: its whole (a task per table, not Iceberg's adaptive split of a small table
-#: into the session's parallelism: four tasks of a few rows each)
-ONE_SPLIT_BYTES = 1 << 40
 
 
 def _shape(plan: AppendPlan) -> tuple:
