@@ -175,24 +175,6 @@ def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[
     while it runs, instead of every plan before one job. A frame's collapse takes one shuffle partition per
     ``batch_write.EVENTS_PER_PARTITION`` of its own row events, so a small table is written by one task, to one
     file."""
-    slotted: dict[tuple, list[int]] = {}
-    for index, plan in enumerate(plans):
-        kind = _slot_group(plan)
-        if kind is not None:
-            slotted.setdefault(kind, []).append(index)
-    # small tables of different columns: frames of slots; tables of one layout keep their shared frame
-    slot_shares = []
-    for members in slotted.values():
-        if len({_shape(plans[i]) for i in members}) > 1:
-            targets = [plans[i].change.target for i in members]
-            slot_shares += [[members[i] for i in frame]
-                            for frame in packed([(t.columns, t.keys) for t in targets])]
-    in_slots = {index for members in slot_shares for index in members}
-    groups: dict[tuple, list[int]] = {}
-    for index, plan in enumerate(plans):
-        if index not in in_slots:
-            groups.setdefault(_shape(plan), []).append(index)
-
     def row_events(indexes: Sequence[int]) -> Optional[int]:
         """The row events of these tables in the run and the rows a rewrite reads of them, None when one of them
         is not known."""
@@ -224,7 +206,7 @@ def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[
             frame = images(source, catalog, [c.name for c in target.columns], layout, events_in_frame)
         return members, WriteFrame(frame, layouts)
 
-    shares = [*[(members, True) for members in slot_shares], *[(members, False) for members in groups.values()]]
+    shares = _frames(plans)
     per_job = min(FRAMES_PER_JOB, max(1, -(-len(shares) // max(1, parallelism))))
 
     def write_job(job: list[tuple[list[int], bool]]
@@ -252,6 +234,28 @@ def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[
         return commit_written(ji, plans[index], files[index], counts[index])
 
     return map_at_most(commit, range(len(plans)), commits_at_once(parallelism), "commit")
+
+
+def _frames(plans: Sequence[AppendPlan]) -> list[tuple[list[int], bool]]:
+    """The write jobs' frames, as positions in ``plans``, each with whether it is a frame of slots: small tables
+    of different columns in frames of slots (``_slot_group``, ``column_slots.packed``), the others a frame per
+    layout (``_shape``: tables of one layout keep their shared frame)."""
+    slotted: dict[tuple, list[int]] = {}
+    for index, plan in enumerate(plans):
+        kind = _slot_group(plan)
+        if kind is not None:
+            slotted.setdefault(kind, []).append(index)
+    slot_frames = []
+    for members in slotted.values():
+        if len({_shape(plans[i]) for i in members}) > 1:
+            targets = [plans[i].change.target for i in members]
+            slot_frames += [[members[i] for i in frame] for frame in packed([(t.columns, t.keys) for t in targets])]
+    in_slots = {index for members in slot_frames for index in members}
+    layouts: dict[tuple, list[int]] = {}
+    for index, plan in enumerate(plans):
+        if index not in in_slots:
+            layouts.setdefault(_shape(plan), []).append(index)
+    return [*[(members, True) for members in slot_frames], *[(members, False) for members in layouts.values()]]
 
 
 #: a table of fewer row events than this in the run may share a frame of slots with tables of other columns
