@@ -55,11 +55,6 @@ class SlotFrame:
     keys: tuple[TargetColumn, ...]
     names: tuple[tuple[Optional[str], ...], ...]
 
-    @property
-    def name_columns(self) -> list[str]:
-        """The frame columns holding each event's table's names, one per slot (``TargetColumn.name_from``)."""
-        return [str(slot.name_from) for slot in self.columns]
-
     def slots_of(self, table: int, names: Sequence[str]) -> tuple[str, ...]:
         """The slot (frame column name) of each of the named columns of table ``table``, in that order."""
         where = {name: slot.name for slot, name in zip(self.columns, self.names[table]) if name is not None}
