@@ -135,6 +135,8 @@ def test_a_range_of_only_transaction_markers_gets_a_zero_row_file(kafka_broker, 
         producer.produce(topic, value=b"aborted%d" % i, partition=0)
     producer.flush(15)  # written to the log, then aborted
     producer.abort_transaction(15)
+    # the coordinator writes the partition's ABORT marker after it answers: land once a reader can read past it
+    wait_for(lambda: committed_end(kafka_broker, topic) >= 4, "the ABORT marker", 15)
     cf = changefeed(kafka_broker, topic)
     land_from_kafka(cf, tmp_path)
     [segment] = list_segments(tmp_path, cf.name)[(topic, 0)]
@@ -145,6 +147,7 @@ def test_a_range_of_only_transaction_markers_gets_a_zero_row_file(kafka_broker, 
     producer.begin_transaction()
     producer.produce(topic, value=b"committed", partition=0)
     producer.commit_transaction(15)
+    wait_for(lambda: committed_end(kafka_broker, topic) >= 6, "the COMMIT marker", 15)
     land_from_kafka(cf, tmp_path)
     assert ranges(tmp_path, cf)[(topic, 0)] == [(0, 4), (4, 6)]
     assert payload(tmp_path, cf, topic, 0) == [(4, None, b"committed", [])]
@@ -331,6 +334,17 @@ def first_offset(bootstrap: str, topic: str) -> int:
         consumer.assign([TopicPartition(topic, 0, 0)])
         message = consumer.poll(5)
         return -1 if message is None or message.error() else message.offset()
+    finally:
+        consumer.close()
+
+
+def committed_end(bootstrap: str, topic: str) -> int:
+    """The end of partition 0 a read-committed reader sees (its last stable offset): below an open or
+    just-ended transaction until the broker has written the transaction's marker."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_topic("peek"),
+                         "isolation.level": "read_committed"})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)[1]
     finally:
         consumer.close()
 
