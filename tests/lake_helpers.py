@@ -77,6 +77,22 @@ def backfill_open_protocol_runs(spark, settings, archive, *runs) -> list[dict[st
     return reports
 
 
+def record_write_frames(monkeypatch) -> list[Any]:
+    """The ``batch_write.WriteFrame`` of every write job the run submits from now on (``table_commit.write_files``
+    still writes them), so a test can say how many frames wrote its tables and of which kind."""
+    from ticdc_lakehouse.merge import table_commit
+
+    frames: list[Any] = []
+    write_files = table_commit.write_files
+
+    def recorded(job_frames):
+        frames.extend(job_frames)
+        return write_files(job_frames)
+
+    monkeypatch.setattr(table_commit, "write_files", recorded)
+    return frames
+
+
 def run_concurrently(target: Callable[[int], None], count: int) -> None:
     """``target(0)`` ... ``target(count - 1)``, each in a thread of its own, all started before any is waited for."""
     threads = [threading.Thread(target=target, args=(index,)) for index in range(count)]

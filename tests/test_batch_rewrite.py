@@ -13,7 +13,12 @@ from typing import Optional
 
 import pytest
 
-from tests.lake_helpers import assert_lake_equals_upstream, backfill_open_protocol_runs, lake_rows
+from tests.lake_helpers import (
+    assert_lake_equals_upstream,
+    backfill_open_protocol_runs,
+    lake_rows,
+    record_write_frames,
+)
 from ticdc_lakehouse.core.model import INSERT, UPDATE, DDLEvent, Position, ResolvedEvent, RowChange
 from ticdc_lakehouse.sim.workload import Workload, write_to_archive
 
@@ -72,25 +77,18 @@ def test_small_tables_are_rewritten_whole_with_the_merge_paths_rows_counts_and_l
                                                                                       monkeypatch):
     """Six tables, no two of the same columns, two of each key type: each pair is rewritten by one frame of slots
     (``column_slots``), and every table ends as the MERGE path leaves it."""
-    from ticdc_lakehouse.merge import table_commit
+    from ticdc_lakehouse.merge.batch_rewrite import WRITTEN
 
     workload, runs = _runs(31, tmp_path, tables=6)
     cut = runs[-1][1]
     reports: dict[str, list] = {}
-    frames = []
-    write_files = table_commit.write_files
-
-    def recorded(job_frames):
-        frames.extend((len(f.layouts), f.slots is not None, "_lakehouse_written" in f.rows.columns)
-                      for f in job_frames)
-        return write_files(job_frames)
-
-    monkeypatch.setattr(table_commit, "write_files", recorded)
+    recorded = record_write_frames(monkeypatch)
     for way, catalog, limit in (("rewrite", "rw_a", 20_000), ("merge", "rw_m", 0)):
         # run 1: every table new (appended); run 2: MERGEs (deletion vectors); run 3: rewritten, or MERGEd
         reports[way] = [_backfill(spark_session, tmp_path / way, catalog, archive, rewrite_max_rows=rewrite)
                         for (archive, _), rewrite in zip(runs, (0, 0, limit))]
     assert_lake_equals_upstream(spark_session, workload, cut)  # the default catalog: the last one used
+    frames = [(len(f.layouts), f.slots is not None, WRITTEN in f.rows.columns) for f in recorded]
     assert sorted(frames) == [(2, True, False)] * 6 + [(2, True, True)] * 3  # appended twice, rewritten once
     for name in workload.expected_json(cut):
         table = name.split(".", 1)[1]
@@ -186,20 +184,12 @@ def test_tables_of_different_columns_whose_updates_carry_some_columns_are_rewrit
         spark_session, tmp_path, monkeypatch):
     """Updates that carry only the key and the changed columns, in six tables of different columns: each run's
     frames of slots carry each table's earlier values of what an update did not send, appended and rewritten."""
-    from ticdc_lakehouse.merge import table_commit
-
     workload, runs = _runs(37, tmp_path, tables=6, partial_updates=True)
-    slotted = []
-    write_files = table_commit.write_files
-
-    def recorded(job_frames):
-        slotted.extend(f.slots is not None for f in job_frames)
-        return write_files(job_frames)
-
-    monkeypatch.setattr(table_commit, "write_files", recorded)
+    recorded = record_write_frames(monkeypatch)
     for archive, cut in runs:
         _backfill(spark_session, tmp_path / "home", "rw_p", archive)
         assert_lake_equals_upstream(spark_session, workload, cut)
+    slotted = [f.slots is not None for f in recorded]
     assert slotted.count(True) == 9, slotted  # three frames a run
 
 

@@ -11,7 +11,13 @@ from typing import Optional
 
 import pytest
 
-from tests.lake_helpers import assert_lake_equals_upstream, backfill_open_protocol_runs, create_app_table, lake_rows
+from tests.lake_helpers import (
+    assert_lake_equals_upstream,
+    backfill_open_protocol_runs,
+    create_app_table,
+    lake_rows,
+    record_write_frames,
+)
 from ticdc_lakehouse.core.model import DELETE, INSERT, UPDATE, Position, ResolvedEvent, RowChange
 from ticdc_lakehouse.decode.protocols import ENCODABLE
 from ticdc_lakehouse.sim.workload import Workload, write_to_archive
@@ -203,17 +209,10 @@ def test_small_tables_of_distinct_columns_get_one_file_each_however_many_the_run
     file of every table each, when each table's change set was spread over the run's). The tables whose keys
     have the same types are written by one frame of slots (``column_slots``): one plan per key type, not one per
     table."""
-    from ticdc_lakehouse.merge import batch_write, table_commit
+    from ticdc_lakehouse.merge import batch_write
 
     monkeypatch.setattr(batch_write, "EVENTS_PER_PARTITION", 150)
-    frames = []
-    write_files = table_commit.write_files
-
-    def recorded(job_frames):
-        frames.extend((len(f.layouts), f.slots is not None) for f in job_frames)
-        return write_files(job_frames)
-
-    monkeypatch.setattr(table_commit, "write_files", recorded)
+    recorded = record_write_frames(monkeypatch)
     workload = _workload(seed=12, tables=12, distinct=True)  # about 160 row events: two write tasks of 150
     archive = tmp_path / "archive"
     write_to_archive(workload, archive, "ticdc", "open")
@@ -233,6 +232,7 @@ def test_small_tables_of_distinct_columns_get_one_file_each_however_many_the_run
     for table in workload.tables.values():
         kind = tuple(next(c.mysql_type for c in table.columns if c.name == key) for key in table.primary_key)
         key_types[kind] = key_types.get(kind, 0) + 1
+    frames = [(len(f.layouts), f.slots is not None) for f in recorded]
     assert sorted(frames) == sorted((count, True) for count in key_types.values()), frames
 
 
@@ -328,16 +328,7 @@ def test_tables_of_distinct_columns_written_as_slots_equal_upstream_in_every_pro
                                                                                     monkeypatch, protocol):
     """Each protocol's values (ENUM/SET as numbers or as names, binary and text forms, bucketed tables) reach the
     twelve distinct tables through frames of slots exactly as upstream holds them."""
-    from ticdc_lakehouse.merge import table_commit
-
-    slotted = []
-    write_files = table_commit.write_files
-
-    def recorded(job_frames):
-        slotted.extend(f.slots is not None for f in job_frames)
-        return write_files(job_frames)
-
-    monkeypatch.setattr(table_commit, "write_files", recorded)
+    recorded = record_write_frames(monkeypatch)
     workload = _workload(seed=13, tables=12, distinct=True)
     archive = tmp_path / "archive"
     write_to_archive(workload, archive, "ticdc", protocol)
@@ -346,6 +337,7 @@ def test_tables_of_distinct_columns_written_as_slots_equal_upstream_in_every_pro
     report = _backfill(spark_session, tmp_path / "home", catalog, archive, protocol=protocol)
     assert report["ok"] and report["merge"]["dead_letters"] == 0, report
     assert_lake_equals_upstream(spark_session, workload, cut)
+    slotted = [f.slots is not None for f in recorded]
     assert slotted == [True, True, True], slotted
     for name, table in workload.tables.items():  # each row in the bucket of its first key, as Iceberg puts it
         key = table.primary_key[0]
