@@ -50,8 +50,8 @@ def flush_in_write_jobs(ctx, tables: list[tuple[str, str]], upto_ts: int, parall
         except Exception as exc:
             if not is_invalid_value_failure(exc):
                 raise
-            failed = failed_tables(exc, [(change.upstream_schema, change.upstream_table)
-                                         for change in (plan.change for plan in chosen.values())])
+            failed = failed_tables(exc, [(plan.change.upstream_schema, plan.change.upstream_table)
+                                         for plan in chosen.values()])
             if not failed:
                 log.warning("writing %d table(s) in write jobs failed on a value (%s): applying them one by one",
                             len(chosen), reason_of(exc))
@@ -60,10 +60,8 @@ def flush_in_write_jobs(ctx, tables: list[tuple[str, str]], upto_ts: int, parall
             # take their own flush (it sets the value aside), instead of every table taking its own
             log.warning("writing %d table(s) in write jobs failed on a value (%s): writing the others again, "
                         "applying %s on its own", len(chosen), reason_of(exc), ", ".join(".".join(f) for f in failed))
-            upstream = {(c.upstream_schema.lower(), c.upstream_table.lower()): name
-                        for name, c in ((name, plan.change) for name, plan in chosen.items())}
-            for schema, table in failed:
-                chosen.pop(upstream[(schema.lower(), table.lower())], None)
+            chosen = {name: plan for name, plan in chosen.items()
+                      if (plan.change.upstream_schema, plan.change.upstream_table) not in failed}
     seconds = time.monotonic() - started
     for name, result in zip(chosen, results):
         table_work.record(ctx, result, table_key(*name), seconds / len(chosen))
