@@ -51,3 +51,17 @@ def test_simple_rows_are_one_values_statement_equal_to_create_dataframe(spark_se
         [(f.name, f.dataType) for f in reference.schema.fields]
     assert [tuple(r) for r in built.collect()] == [tuple(r) for r in reference.collect()] == rows
     assert "LocalTableScan" in built._jdf.queryExecution().executedPlan().toString()
+
+
+def test_row_schema_parses_a_ddl_string_once(spark_session):
+    from pyspark.sql.types import StructType
+
+    from ticdc_lakehouse.runtime.local_frame import row_schema
+
+    schema = row_schema(DDL)
+    assert isinstance(schema, StructType)
+    assert [f.name for f in schema.fields] == ["name", "ts", "part", "at", "note"]
+    assert schema == spark_session.createDataFrame(ROWS, DDL).schema
+    assert row_schema(DDL) is schema  # the same object: no second parse in the JVM
+    with pytest.raises(ValueError, match="not a row schema"):
+        row_schema("bigint")

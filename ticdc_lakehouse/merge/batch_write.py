@@ -38,6 +38,7 @@ from ticdc_lakehouse.core.sql_names import quote
 from ticdc_lakehouse.merge.batch_rewrite import DROPPED, LINEAGE_FIELD_IDS, REMOVED, WRITTEN
 from ticdc_lakehouse.merge.changes import OP
 from ticdc_lakehouse.merge.table_events import TABLE_INDEX
+from ticdc_lakehouse.runtime.local_frame import row_schema
 
 #: the column of a table's typed images holding its Iceberg partition bucket (absent: unpartitioned)
 BUCKET = "_lakehouse_bucket"
@@ -408,7 +409,7 @@ def write_files(frames: Sequence[WriteFrame]) -> tuple[list[WrittenFile], list[T
         layouts = frame.layouts
         names = list(frame.rows.columns)
         positional = frame.rows.toDF(*[f"_c{i}" for i in range(len(names))])
-        files = positional.mapInArrow(file_writer(first, layouts, names, frame.slots), FILE_SCHEMA)
+        files = positional.mapInArrow(file_writer(first, layouts, names, frame.slots), row_schema(FILE_SCHEMA))
         union = files if union is None else union.unionAll(files)
         first += len(layouts)
     rows = union.collect()  # a row per file and per (task, rewritten table): never a table row

@@ -27,6 +27,7 @@ from ticdc_lakehouse.core.events_arrow import EVENT_ARROW_SCHEMA, EVENT_SPARK_SC
 from ticdc_lakehouse.landing.quarantine import UNREADABLE_SEGMENT
 from ticdc_lakehouse.landing.segments import LANDED_SCHEMA
 from ticdc_lakehouse.landing.storage import Location, ObjectPath, storage_of
+from ticdc_lakehouse.runtime.local_frame import row_schema
 from ticdc_lakehouse.merge.staged_stats import StatsFolder, StatsPart, StatsParam
 from ticdc_lakehouse.core.model import Message, SourceUnavailable
 
@@ -141,7 +142,7 @@ def decode_landed(spark, paths: list[Location], start_offsets: Mapping[tuple[str
         yield from decode(read_pieces(pieces, numbers))
 
     tasks = max(1, min(len(pieces), spark.sparkContext.defaultParallelism * 4))
-    return spark.range(0, len(pieces), numPartitions=tasks).mapInArrow(run, EVENT_SPARK_SCHEMA)
+    return spark.range(0, len(pieces), numPartitions=tasks).mapInArrow(run, row_schema(EVENT_SPARK_SCHEMA))
 
 
 def warm_decode_workers(spark, protocol: str) -> None:
@@ -158,7 +159,7 @@ def warm_decode_workers(spark, protocol: str) -> None:
             yield batch
 
     cores = max(1, spark.sparkContext.defaultParallelism)
-    spark.range(0, cores, numPartitions=cores).mapInArrow(warm, "id bigint").collect()
+    spark.range(0, cores, numPartitions=cores).mapInArrow(warm, row_schema("id bigint")).collect()
 
 
 def stats_accumulator(spark) -> Accumulator:

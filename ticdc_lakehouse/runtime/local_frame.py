@@ -9,21 +9,34 @@ evaluated in the JVM. Meant for a handful of rows: each value is one literal in 
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Any, Optional, Sequence
 
 from ticdc_lakehouse.core.sql_names import quote, sql_string
+
+
+@lru_cache(maxsize=256)
+def row_schema(ddl: str) -> Any:
+    """The ``StructType`` of a Spark DDL string such as ``"name string, ts bigint"``, parsed once per process.
+
+    Why: pyspark parses a DDL string in the JVM at every use (``mapInArrow``'s schema, ``local_frame``), through a
+    gateway path that first looks up each of its package names as a class (each a miss on every jar of the class
+    path) and then runs Spark's SQL parser: a tenth of the driver JVM's gateway time in a four-table backfill, for
+    the same few strings. A ``StructType`` is plain Python data, shared by every session of the process."""
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    schema = _parse_datatype_string(ddl)
+    if not isinstance(schema, StructType):
+        raise ValueError(f"not a row schema: {ddl!r}")
+    return schema
 
 
 def local_frame(spark: Any, rows: Sequence[Sequence[Any]], ddl: str) -> Any:
     """The rows (tuples in the order of ``ddl``'s fields) as a DataFrame of the schema ``ddl`` (a Spark DDL
     string such as ``"name string, ts bigint"``), computed without a Python worker."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import StructType, _parse_datatype_string
 
-    schema = _parse_datatype_string(ddl)
-    if not isinstance(schema, StructType):
-        raise ValueError(f"not a row schema: {ddl!r}")
-    fields = schema.fields
+    fields = row_schema(ddl).fields
     for row in rows:
         if len(row) != len(fields):
             raise ValueError(f"a row of {len(row)} values for {len(fields)} fields: {row!r}")
