@@ -244,8 +244,12 @@ def check_backfill(log: Path) -> None:
 
 
 def verify(directory: Path) -> None:
-    """The backfilled lake holds the case's final rows: per table the same number of rows and the same keys (its
-    first column), read by pyiceberg (no JVM). A run that is fast because it is wrong is no figure."""
+    """The backfilled lake holds the case's final rows, every value: per table the same columns, and the same
+    rows once the upstream canonical texts are read as the lake's types (base64 for binary columns), read by
+    pyiceberg (no JVM). A run that is fast because it is wrong is no figure."""
+    import base64
+
+    import pyarrow as pa
     import pyarrow.parquet as pq
     from pyiceberg.catalog.sql import SqlCatalog
 
@@ -254,12 +258,22 @@ def verify(directory: Path) -> None:
     for table in json.loads((directory / "final" / "types.json").read_text()):
         expected = pq.read_table(directory / "final" / f"{table}.parquet")
         got = catalog.load_table(("bench", table)).scan().to_arrow()
-        key = expected.column_names[0]
-        want_keys = sorted(str(v) for v in expected.column(key).to_pylist())
-        got_keys = sorted(str(v) for v in got.column(key).to_pylist())
-        if want_keys != got_keys:
-            raise RuntimeError(f"bench.{table}: {got.num_rows:,} row(s) in the lake, {expected.num_rows:,} upstream "
-                               f"(or other keys); see {directory}")
+        where = f"bench.{table} (see {directory})"
+        if sorted(got.column_names) != sorted(expected.column_names):
+            raise RuntimeError(f"{where}: columns {got.column_names} in the lake, {expected.column_names} upstream")
+        got = got.select(expected.column_names)
+        got = pa.Table.from_arrays(got.columns, names=got.column_names)  # the types only, not the field ids
+        columns = []
+        for name, field in zip(expected.column_names, got.schema):
+            texts = expected.column(name)
+            if pa.types.is_binary(field.type):
+                texts = pa.array([None if t is None else base64.b64decode(t) for t in texts.to_pylist()], pa.binary())
+            columns.append(texts.cast(field.type))
+        expected = pa.Table.from_arrays(columns, schema=got.schema)
+        order = [(name, "ascending") for name in expected.column_names]
+        if not got.sort_by(order).equals(expected.sort_by(order)):
+            raise RuntimeError(f"{where}: {got.num_rows:,} row(s) in the lake, {expected.num_rows:,} upstream, "
+                               "and not the same rows")
 
 
 def cases(transactions: int, many_tables: int) -> dict[str, Case]:
