@@ -327,3 +327,16 @@ def produce(
     if remaining or errors:
         raise RuntimeError(f"produce to {topic} failed: {remaining} undelivered, errors {errors[:3]}")
     return [r for r in results if r is not None]
+
+
+def changefeed_env(root: Path, bootstrap: str, topic: str, changefeed: str, catalog: str) -> dict[str, str]:
+    """The environment of a ``lakehouse`` process (or ``load_settings``) merging ``topic`` as an Open Protocol
+    ``changefeed`` into a deployment under ``root`` with catalog ``catalog``: this process's variables without its
+    ``LAKEHOUSE*`` ones, and a config file written under ``root``."""
+    config = root / "lakehouse.toml"
+    config.write_text(f'[changefeeds.{changefeed}]\nprotocol = "open"\ntopics = ["{topic}"]\n'
+                      f'bootstrap_servers = "{bootstrap}"\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE")}
+    env.update(LAKEHOUSE_HOME=str(root / "home"), LAKEHOUSE_CONFIG=str(config), LAKEHOUSE__CATALOG__NAME=catalog,
+               LAKEHOUSE__SPARK__SHUFFLE_PARTITIONS="2")
+    return env

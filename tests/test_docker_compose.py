@@ -193,3 +193,13 @@ def test_no_secret_is_on_a_command_line(services):
         for part in ("command", "entrypoint", "healthcheck"):
             text = str(service.get(part) or "")
             assert not re.search(r"PASSWORD|SECRET|KEY\b|TOKEN", text, re.IGNORECASE), f"{name} {part}: {text}"
+
+
+def test_continuous_mode_is_an_opt_in_service_of_the_same_image_and_settings(services):
+    service = services["lakehouse-continuous"]
+    assert service["profiles"] == ["continuous"]  # not started by a plain `docker compose up`
+    assert service["image"] == services["airflow-scheduler"]["image"]
+    assert service["entrypoint"][:3] == ["lakehouse", "run", "--every"] and float(service["entrypoint"][3]) > 0
+    assert env(service)["LAKEHOUSE_CATALOG_URI"] == env(services["airflow-scheduler"])["LAKEHOUSE_CATALOG_URI"]
+    assert mounts(service) == mounts(services["airflow-scheduler"])  # the same landing zone and repo
+    assert service["restart"] == "unless-stopped" and service["stop_grace_period"]

@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from tests.broker_fixture import (  # noqa: F401  (fixture)
+    changefeed_env,
     create_topic,
     kafka_broker,
     produce,
@@ -111,12 +112,7 @@ def test_live_landing_survives_kills_broker_outage_truncation_and_poison(spark_s
     rng = random.Random(int(os.environ.get("LIVE_FAULT_SEED", "20")))
     workload, chunks = _chunks(seed=rng.randrange(1000))
     topic = create_topic(kafka_broker, unique_topic("live"), partitions=2)
-    config = tmp_path / "lakehouse.toml"
-    config.write_text(f'[changefeeds.{CHANGEFEED}]\nprotocol = "open"\ntopics = ["{topic}"]\n'
-                      f'bootstrap_servers = "{kafka_broker}"\n')
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE")}
-    env.update(LAKEHOUSE_HOME=str(tmp_path / "home"), LAKEHOUSE_CONFIG=str(config),
-               LAKEHOUSE__CATALOG__NAME="lake_live", LAKEHOUSE__SPARK__SHUFFLE_PARTITIONS="2")
+    env = changefeed_env(tmp_path, kafka_broker, topic, CHANGEFEED, "lake_live")
     settings = load_settings(env=env)
     began = time.monotonic()
     half = len(chunks) // 2

@@ -39,14 +39,15 @@ def _format(args: argparse.Namespace) -> str:
     return chosen
 
 
-def _report(args: argparse.Namespace, result: dict) -> int:
-    """Print a pipeline result (summary text or JSON, per --format); the exit code is 1 when it is not ``ok``."""
+def _report(args: argparse.Namespace, result: dict, one_line: bool = False) -> int:
+    """Print a pipeline result (summary text or JSON, per --format; ``one_line``: JSON on one line, one per cycle
+    of ``run --every``); the exit code is 1 when it is not ``ok``."""
     if _format(args) == "json":
-        print(json.dumps(result, default=str, indent=2))
+        print(json.dumps(result, default=str, indent=None if one_line else 2), flush=True)
     else:
         from ticdc_lakehouse.commands.summary import render_summary
 
-        print(render_summary(result))
+        print(render_summary(result), flush=True)
     return 0 if result.get("ok", True) else 1
 
 
@@ -110,13 +111,30 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.cycles is not None and args.every is None:
+        print("error: --cycles counts the cycles of --every; give --every SECONDS too", file=sys.stderr)
+        return 2
+    if args.every is not None and (args.every < 0 or (args.cycles is not None and args.cycles < 1)):
+        print("error: --every takes seconds >= 0 and --cycles a count >= 1", file=sys.stderr)
+        return 2
     settings = _settings(args)
     preflight(settings, args.changefeed, kafka=True)
     spark = _starting_spark(settings, args.changefeed)
     from ticdc_lakehouse.commands.pipeline import run_cycle  # imported while the JVM starts
 
-    result = run_cycle(settings, changefeed=args.changefeed, progress=_progress(args), spark=spark)
-    return _report(args, result)
+    if args.every is None:
+        result = run_cycle(settings, changefeed=args.changefeed, progress=_progress(args), spark=spark)
+        return _report(args, result)
+    from ticdc_lakehouse.commands.continuous import run_every, stop_on_sigterm
+    from ticdc_lakehouse.runtime.spark_session import session_of
+
+    session = session_of(spark, settings, "lakehouse-merge")  # one warm session for every cycle
+
+    def cycle() -> dict:
+        return run_cycle(settings, changefeed=args.changefeed, progress=_progress(args), spark=session)
+
+    with stop_on_sigterm() as stop:
+        return run_every(cycle, lambda result: _report(args, result, one_line=True), args.every, args.cycles, stop)
 
 
 def _starting_spark(settings, changefeed: Optional[str] = None, protocol: Optional[str] = None):
@@ -278,6 +296,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="one scheduled cycle without Airflow: land from Kafka, then merge")
     p.add_argument("--changefeed")
+    p.add_argument("--every", type=float, metavar="SECONDS",
+                   help="keep running: a cycle every SECONDS (start to start) in one warm driver, until SIGTERM or "
+                        "a cycle fails (exit code: that cycle's)")
+    p.add_argument("--cycles", type=int, help="with --every: stop after this many cycles")
     _format_option(p)
     p.set_defaults(func=cmd_run)
 
