@@ -18,6 +18,7 @@ bench: setup
 	.venv/bin/python bench/land.py
 	.venv/bin/python bench/merge.py
 	.venv/bin/python bench/tables.py
+	.venv/bin/python bench/warm.py
 
 clean:
 	rm -rf .lakehouse

@@ -273,18 +273,19 @@ def check_backfill(log: Path) -> None:
         raise RuntimeError(f"the backfill did not report ok; see {log}")
 
 
-def verify(directory: Path) -> None:
+def verify(directory: Path, lake: Optional[Path] = None, catalog_name: str = "lake") -> None:
     """The backfilled lake holds the case's final rows, every value: per table the same columns, and the same
     rows once the upstream canonical texts are read as the lake's types (base64 for binary columns), read by
-    pyiceberg (no JVM). A run that is fast because it is wrong is no figure."""
+    pyiceberg (no JVM). A run that is fast because it is wrong is no figure. ``lake``: the deployment's home
+    (default ``directory/lake``), whose catalog is named ``catalog_name``."""
     import base64
 
     import pyarrow as pa
     import pyarrow.parquet as pq
     from pyiceberg.catalog.sql import SqlCatalog
 
-    lake = directory / "lake"
-    catalog = SqlCatalog("lake", uri=f"sqlite:///{lake / 'catalog.db'}", warehouse=str(lake / "warehouse"))
+    lake = lake or directory / "lake"
+    catalog = SqlCatalog(catalog_name, uri=f"sqlite:///{lake / 'catalog.db'}", warehouse=str(lake / "warehouse"))
     for table in json.loads((directory / "final" / "types.json").read_text()):
         expected = pq.read_table(directory / "final" / f"{table}.parquet")
         got = catalog.load_table(("bench", table)).scan().to_arrow()
