@@ -203,3 +203,4 @@ def test_continuous_mode_is_an_opt_in_service_of_the_same_image_and_settings(ser
     assert env(service)["LAKEHOUSE_CATALOG_URI"] == env(services["airflow-scheduler"])["LAKEHOUSE_CATALOG_URI"]
     assert mounts(service) == mounts(services["airflow-scheduler"])  # the same landing zone and repo
     assert service["restart"] == "unless-stopped" and service["stop_grace_period"]
+    assert service["init"] is True  # the driver is not PID 1: tini forwards SIGTERM and reaps children
