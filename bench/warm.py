@@ -37,12 +37,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.runs < 2:
         parser.error("--runs needs at least 2: a cold run and a warm one")
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench-warm-"))
-    case = tables.Case("ddl", args.transactions, 4, tables.SIX_DDL)
-    directory = workdir / case.name
-    shutil.rmtree(directory, ignore_errors=True)
-    directory.mkdir(parents=True)
-    row_events, final_rows = tables.generate(case, directory)
-    print(f"{row_events:,} row events, {final_rows:,} final rows over 4 tables, six DDL; workdir {workdir}",
+    prepared = tables.prepare(tables.Case("ddl", args.transactions, 4, tables.SIX_DDL), workdir)
+    directory, row_events = prepared.directory, prepared.row_events
+    print(f"{row_events:,} row events, {prepared.final_rows:,} final rows over 4 tables, six DDL; workdir {workdir}",
           flush=True)
 
     from ticdc_lakehouse.commands.pipeline import backfill

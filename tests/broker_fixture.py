@@ -329,13 +329,21 @@ def produce(
     return [r for r in results if r is not None]
 
 
+def changefeed_config(root: Path, bootstrap: str, topic: str, changefeed: str, extra: str = "") -> Path:
+    """``root/lakehouse.toml``: ``topic`` on the broker ``bootstrap`` as the Open Protocol ``changefeed``, then
+    ``extra`` (more TOML) as given."""
+    root.mkdir(parents=True, exist_ok=True)
+    config = root / "lakehouse.toml"
+    config.write_text(f'[changefeeds.{changefeed}]\nprotocol = "open"\ntopics = ["{topic}"]\n'
+                      f'bootstrap_servers = "{bootstrap}"\n{extra}')
+    return config
+
+
 def changefeed_env(root: Path, bootstrap: str, topic: str, changefeed: str, catalog: str) -> dict[str, str]:
     """The environment of a ``lakehouse`` process (or ``load_settings``) merging ``topic`` as an Open Protocol
     ``changefeed`` into a deployment under ``root`` with catalog ``catalog``: this process's variables without its
-    ``LAKEHOUSE*`` ones, and a config file written under ``root``."""
-    config = root / "lakehouse.toml"
-    config.write_text(f'[changefeeds.{changefeed}]\nprotocol = "open"\ntopics = ["{topic}"]\n'
-                      f'bootstrap_servers = "{bootstrap}"\n')
+    ``LAKEHOUSE*`` ones, and a config file written under ``root`` (``changefeed_config``)."""
+    config = changefeed_config(root, bootstrap, topic, changefeed)
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE")}
     env.update(LAKEHOUSE_HOME=str(root / "home"), LAKEHOUSE_CONFIG=str(config), LAKEHOUSE__CATALOG__NAME=catalog,
                LAKEHOUSE__SPARK__SHUFFLE_PARTITIONS="2")

@@ -18,19 +18,11 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from tests.broker_fixture import create_topic, kafka_broker, produce, unique_topic  # noqa: F401
+from tests.broker_fixture import changefeed_config, create_topic, kafka_broker, produce, unique_topic  # noqa: F401
 from tests.lake_helpers import assert_lake_equals_upstream
 
 ROOT = Path(__file__).resolve().parents[1]
 CHANGEFEED = "faultcf"
-
-
-def _config(root: Path, bootstrap: str, topic: str, extra: str = "") -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    config = root / "lakehouse.toml"
-    config.write_text(f'[changefeeds.{CHANGEFEED}]\nprotocol = "open"\ntopics = ["{topic}"]\n'
-                      f'bootstrap_servers = "{bootstrap}"\n{extra}')
-    return config
 
 
 def _settings(root: Path, bootstrap: str, topic: str, catalog: str, extra: str = ""):
@@ -38,7 +30,7 @@ def _settings(root: Path, bootstrap: str, topic: str, catalog: str, extra: str =
 
     env = {"LAKEHOUSE_HOME": str(root / "home"), "LAKEHOUSE__CATALOG__NAME": catalog,
            "LAKEHOUSE__SPARK__SHUFFLE_PARTITIONS": "2"}
-    return load_settings(_config(root, bootstrap, topic, extra), env=env)
+    return load_settings(changefeed_config(root, bootstrap, topic, CHANGEFEED, extra), env=env)
 
 
 def _produce_workload(bootstrap: str, topic: str, seed: int):
@@ -144,7 +136,7 @@ def test_offsets_deleted_before_the_first_landing_fail_the_land_command_unless_a
     topic = create_topic(kafka_broker, unique_topic("retained"), partitions=1)
     produce(kafka_broker, topic, [(None, b"v%d" % i) for i in range(10)], partition=0)
     _delete_records(kafka_broker, topic, 0, 6)  # retention: offsets 0..5 are gone, nothing landed them
-    config = _config(tmp_path, kafka_broker, topic)
+    config = changefeed_config(tmp_path, kafka_broker, topic, CHANGEFEED)
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE")}
     env.update(LAKEHOUSE_HOME=str(tmp_path / "home"), LAKEHOUSE_CONFIG=str(config))
     command = [sys.executable, "-m", "ticdc_lakehouse.commands.cli", "land"]

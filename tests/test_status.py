@@ -15,7 +15,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.broker_fixture import create_topic, free_port, kafka_broker, produce, unique_topic  # noqa: F401
+from tests.broker_fixture import (  # noqa: F401  (fixture)
+    changefeed_config,
+    create_topic,
+    free_port,
+    kafka_broker,
+    produce,
+    unique_topic,
+)
 
 CHANGEFEED = "shopcf"
 SECRET = "s3cr3t-value"
@@ -25,13 +32,9 @@ EXTRA = {0: 3, 1: 0, 2: 2}  # records in Kafka beyond what landed, per partition
 def _settings(root: Path, catalog: str, bootstrap: str, topic: str):
     from ticdc_lakehouse.runtime.config import load_settings
 
-    root.mkdir(parents=True, exist_ok=True)
-    config = root / "lakehouse.toml"
-    config.write_text(
-        f'[changefeeds.{CHANGEFEED}]\nprotocol = "open"\ntopics = ["{topic}"]\nbootstrap_servers = "{bootstrap}"\n'
-        f'schema_registry_url = "http://reg:{SECRET}@127.0.0.1:1"\n'
-        f'[changefeeds.{CHANGEFEED}.schema_registry]\n"basic.auth.user.info" = "reg:{SECRET}"\n'
-    )
+    config = changefeed_config(root, bootstrap, topic, CHANGEFEED,
+                               f'schema_registry_url = "http://reg:{SECRET}@127.0.0.1:1"\n'
+                               f'[changefeeds.{CHANGEFEED}.schema_registry]\n"basic.auth.user.info" = "reg:{SECRET}"\n')
     env = {"LAKEHOUSE_HOME": str(root / "home"), "LAKEHOUSE__CATALOG__NAME": catalog,
            "LAKEHOUSE__SPARK__SHUFFLE_PARTITIONS": "2"}
     return load_settings(config, env=env)
