@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from ticdc_lakehouse.runtime.config import load_settings
 from ticdc_lakehouse.core.redaction import mask_uri_password
 
@@ -67,14 +69,12 @@ def test_secrets_come_from_the_environment_and_are_masked(tmp_path):
     assert settings.changefeed("shop").kafka["sasl.password"] == "t0psecret"
     masked = str(settings.masked())
     assert "t0psecret" not in masked and "SASL_SSL" in masked
-    import pytest
 
     with pytest.raises(KeyError, match="KAFKA_PW"):
         load_settings(config, env={"LAKEHOUSE_HOME": str(tmp_path)})
 
 
 def test_large_message_settings_of_a_changefeed(tmp_path):
-    import pytest
 
     config = tmp_path / "c.toml"
     config.write_text('[changefeeds.shop]\nlarge_message_compression = "LZ4"\n'
@@ -89,3 +89,16 @@ def test_large_message_settings_of_a_changefeed(tmp_path):
     config.write_text('[changefeeds.shop]\nlarge_message_compression = "zstd"\n')
     with pytest.raises(ValueError, match="changefeed 'shop': large_message_compression must be one of"):
         load_settings(config, env={"LAKEHOUSE_HOME": str(tmp_path)})
+
+
+def test_the_kafka_timeout_of_landing_is_a_setting_checked_where_it_is_read(tmp_path):
+    """``landing.kafka_timeout_seconds``: 60 by default, from the file or the environment; a value that is no
+    number of seconds fails the landing naming the key (the broker-down test shows it ends a landing)."""
+    settings = load_settings(env={"LAKEHOUSE_HOME": str(tmp_path), "LAKEHOUSE_CONFIG": ""})
+    assert settings.landing.kafka_timeout_s == 60.0
+    env = {"LAKEHOUSE_HOME": str(tmp_path), "LAKEHOUSE_CONFIG": "", "LAKEHOUSE__LANDING__KAFKA_TIMEOUT_SECONDS": "5"}
+    assert load_settings(env=env).landing.kafka_timeout_s == 5.0
+    config = tmp_path / "lakehouse.toml"
+    config.write_text("[landing]\nkafka_timeout_seconds = 0\n")
+    with pytest.raises(ValueError, match=r"landing\.kafka_timeout_seconds must be a number of seconds above 0"):
+        load_settings(config, env={"LAKEHOUSE_HOME": str(tmp_path)}).landing.kafka_timeout_s

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -146,9 +147,13 @@ def test_landing_from_a_broker_that_is_down_names_the_cause_in_one_line(clean_en
     of the log; the error names the cause and what to check."""
     port = _closed_port()
     config = tmp_path / "lakehouse.toml"
-    config.write_text(f'[changefeeds.shop]\nbootstrap_servers = "127.0.0.1:{port}"\ntopics = ["orders"]\n')
+    # landing.kafka_timeout_seconds: a broker that never answers fails the landing after 5 s, not the default 60
+    config.write_text(f'[landing]\nkafka_timeout_seconds = 5\n[changefeeds.shop]\n'
+                      f'bootstrap_servers = "127.0.0.1:{port}"\ntopics = ["orders"]\n')
+    started = time.monotonic()
     result = subprocess.run([sys.executable, "-c", LAND_SCRIPT, str(config)], env=clean_env, cwd=tmp_path,
                             capture_output=True, text=True, timeout=300)
+    assert time.monotonic() - started < 50, "the configured timeout, not the default one, ended the landing"
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, f"{len(lines)} lines on stderr:\n" + "\n".join(lines[:5])

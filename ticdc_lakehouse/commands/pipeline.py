@@ -34,8 +34,8 @@ def land(settings: Settings, changefeed: Optional[str] = None, progress: Progres
     """Land every partition of the changefeed's topics up to the end offsets seen at the start."""
     apply_umask(settings)  # the raw change data is owner-only unless storage.umask says otherwise
     cf = settings.changefeed(changefeed)
-    report = land_from_kafka(cf, settings.landing_path, progress=_landing_progress(progress),
-                             allow_gap=accepts_data_loss(settings))
+    report = land_from_kafka(cf, settings.landing_path, timeout_s=settings.landing.kafka_timeout_s,
+                             progress=_landing_progress(progress), allow_gap=accepts_data_loss(settings))
     for loss in report.data_loss:
         if progress is not None:
             progress(f"DATA LOSS (accepted by landing.accept_data_loss): {loss}")

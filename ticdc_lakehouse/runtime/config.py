@@ -88,6 +88,18 @@ class LandingSection(Section):
     #: offsets Kafka deleted before they landed are recorded (status shows them) and landing goes on past them;
     #: false (the default) stops those partitions there and the run exits non-zero
     accept_data_loss: bool = False
+    #: how long landing from Kafka waits on a broker (a metadata or offsets request, or a partition making no
+    #: progress) before it fails naming the cause; brokers restarting take tens of seconds
+    kafka_timeout_seconds: float = 60.0
+
+    @property
+    def kafka_timeout_s(self) -> float:
+        """``kafka_timeout_seconds``, checked where it is read (a wrong value fails the landing, not every
+        command)."""
+        if not self.kafka_timeout_seconds > 0:
+            raise ValueError(f"landing.kafka_timeout_seconds must be a number of seconds above 0, not "
+                             f"{self.kafka_timeout_seconds!r}")
+        return float(self.kafka_timeout_seconds)
 
 
 @dataclass(frozen=True)
