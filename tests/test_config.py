@@ -75,7 +75,6 @@ def test_secrets_come_from_the_environment_and_are_masked(tmp_path):
 
 
 def test_large_message_settings_of_a_changefeed(tmp_path):
-
     config = tmp_path / "c.toml"
     config.write_text('[changefeeds.shop]\nlarge_message_compression = "LZ4"\n'
                       'claim_check_storage_uri = "s3://claims/shop?endpoint=http://minio:9000&access-key=AK'

@@ -30,7 +30,7 @@ from typing import Any, Optional, Sequence
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, TopicPartition
 
-from ticdc_lakehouse.runtime.config import ChangefeedConfig
+from ticdc_lakehouse.runtime.config import ChangefeedConfig, LandingSection
 from ticdc_lakehouse.core.redaction import mask_secrets, mask_uri_password
 from .errors import DataLossError, LandingError, LandingTimeoutError
 from .lock import landing_lock
@@ -70,7 +70,8 @@ DEFAULT_CONSUMER_CONFIG: dict[str, Any] = {
 #: settings the landing logic depends on; user overrides of these are ignored (with a warning)
 FORCED_KEYS = ("group.id", "enable.auto.commit", "enable.auto.offset.store", "enable.partition.eof")
 
-DEFAULT_TIMEOUT_S = 60.0
+#: ``landing.kafka_timeout_seconds``'s default, for callers of the library without settings
+DEFAULT_TIMEOUT_S = LandingSection.kafka_timeout_seconds
 DEFAULT_PARALLEL = 8
 CONSUME_BATCH = 2000
 #: consume() waits until the batch is full or this elapses: short, so small partitions finish promptly
