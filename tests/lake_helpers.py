@@ -63,6 +63,20 @@ def create_app_table(at, table_sql: str = "CREATE TABLE app.a (id int PRIMARY KE
             DDLEvent("app", "a", 101, table_sql, "CREATE_TABLE", at)]
 
 
+#: the column types of ``create_app_table``'s table, as its row events carry them
+APP_TYPES = {"id": "int", "v": "varchar", "w": "varchar"}
+
+
+def app_row(ts: int, op: str, values: dict, at=None):
+    """A row event of ``create_app_table``'s table ``app.a`` (keyed by ``id``): an update's and a delete's old image
+    is the key alone."""
+    from ticdc_lakehouse.core.model import DELETE, UPDATE, Position, RowChange
+
+    after = None if op == DELETE else values
+    before = {"id": values["id"]} if op in (DELETE, UPDATE) else None
+    return RowChange("app", "a", ts, op, after, before, ("id",), APP_TYPES, at or Position("t", 0, 0))
+
+
 def backfill_open_protocol_runs(spark, settings, archive, *runs) -> list[dict[str, Any]]:
     """Each list of events appended to the archive (Open Protocol, partition 0), then backfilled: one merge run each."""
     from ticdc_lakehouse.sim.archive_writer import write_archive

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from tests.lake_helpers import app_row as row
 from tests.lake_helpers import backfill_open_protocol_runs, create_app_table, lake_rows
 from ticdc_lakehouse.iceberg.tables import TargetTable
 from ticdc_lakehouse.iceberg.columns import TargetColumn
 from ticdc_lakehouse.merge.flush import STAGED_MAX_EVENTS, can_stage, merge_sql
-from ticdc_lakehouse.core.model import DELETE, INSERT, UPDATE, Position, ResolvedEvent, RowChange
+from ticdc_lakehouse.core.model import DELETE, INSERT, UPDATE, Position, ResolvedEvent
 
 AT = Position("t", 0, 0)
-FULL = {"id": "int", "v": "varchar", "w": "varchar"}
 
 
 def target(keys_required: bool = True) -> TargetTable:
@@ -29,12 +29,6 @@ def test_columns_not_always_sent_keep_the_table_value_and_decide_the_way():
     assert not can_stage(target(), frozenset({"id", "v"}), 10)  # w must come from the table
     assert not can_stage(target(keys_required=False), frozenset({"id", "v", "w"}), 10)
     assert not can_stage(target(), frozenset({"id", "v", "w"}), STAGED_MAX_EVENTS + 1)
-
-
-def row(ts, op, values):
-    after = None if op == DELETE else values
-    before = {"id": values["id"]} if op in (DELETE, UPDATE) else None
-    return RowChange("app", "a", ts, op, after, before, ("id",), FULL, AT)
 
 
 @pytest.mark.spark

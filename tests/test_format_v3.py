@@ -4,19 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.lake_helpers import backfill_open_protocol_runs, create_app_table, lake_rows
-from ticdc_lakehouse.core.model import DELETE, INSERT, UPDATE, Position, ResolvedEvent, RowChange
+from tests.lake_helpers import app_row as row, backfill_open_protocol_runs, create_app_table, lake_rows
+from ticdc_lakehouse.core.model import DELETE, INSERT, UPDATE, Position, ResolvedEvent
 
 AT = Position("t", 0, 0)
-FULL = {"id": "int", "v": "varchar", "w": "varchar"}
-
-
-def row(ts, op, values):
-    after = None if op == DELETE else values
-    before = {"id": values["id"]} if op in (DELETE, UPDATE) else None
-    return RowChange("app", "a", ts, op, after, before, ("id",), FULL, AT)
-
-
 def test_ansi_mode_is_kept_on_whatever_the_configuration_says(tmp_path):
     from ticdc_lakehouse.runtime.config import load_settings
     from ticdc_lakehouse.runtime.spark_session import spark_plan

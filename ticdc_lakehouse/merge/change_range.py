@@ -11,6 +11,7 @@ from typing import Mapping, Optional
 from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY
 from ticdc_lakehouse.iceberg.tables import TargetTable
 from ticdc_lakehouse.merge.changes import change_set
+from ticdc_lakehouse.merge.read_check import Expected
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,9 @@ class ChangeRange:
     renames: tuple[tuple[int, str, str], ...] = ()
     #: an update among the rows may have changed a key (``changes.key_changes_possible``)
     keys_move: bool = True
+    #: the range's events are those the planner counted: a change set reading none of them fails the run
+    #: (``read_check``); False for a range whose invalid values were set aside (fewer events on purpose)
+    check_read: bool = True
 
     @property
     def lower(self) -> int:
@@ -68,5 +72,14 @@ class ChangeRange:
         return change_set(events, self.upstream_schema, self.upstream_table, self.lower, self.upto_ts,
                           target.columns, target.keys, self.always_sent, self.renames, self.keys_move, partitions)
 
-    def with_range(self, upto_ts: int) -> "ChangeRange":
-        return replace(self, upto_ts=upto_ts)
+    def set_aside_to(self, upto_ts: int) -> "ChangeRange":
+        """The range up to ``upto_ts`` over events whose invalid values were set aside (``value_checks``): fewer
+        than the planner counted, so ``read_check`` does not hold them to its count."""
+        return replace(self, upto_ts=upto_ts, check_read=False)
+
+    def expected(self) -> Optional[Expected]:
+        """What ``read_check`` holds the range's change set to: None when it need read nothing (no rows in
+        range, or not the planner's events, see ``check_read``)."""
+        if not (self.has_rows and self.check_read):
+            return None
+        return Expected(self.label, f"{self.upstream_schema}.{self.upstream_table}", self.lower, self.upto_ts)

@@ -30,6 +30,7 @@ from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY, JavaIceberg, 
 from ticdc_lakehouse.iceberg.tables import TargetTable, table_records
 from ticdc_lakehouse.merge.change_range import ChangeRange, FlushResult
 from ticdc_lakehouse.merge.changes import OP, PRESENT, partial_positions
+from ticdc_lakehouse.merge.read_check import ChangesNotRead, Expected, ObservedChanges, check_read, observe
 from ticdc_lakehouse.merge.table_commit import append_tables, plan_append
 from ticdc_lakehouse.core.sql_names import qualified, quote
 
@@ -136,12 +137,14 @@ def _branch_head(jtable, branch: str):
 
 
 def apply_staged(spark, ji: JavaIceberg, catalog: str, target: TargetTable, source,
-                 properties: Mapping[str, str], keyless: bool = False) -> bool:
+                 properties: Mapping[str, str], keyless: bool = False, expected: Optional[Expected] = None) -> bool:
     """Apply a change set (``changes.merge_source``) the staged way (see the module doc); False when the table
     has no snapshot to branch from (the caller then MERGEs).
 
     ``keyless``: a table keyed by its whole row (``merge.keyless``): rows match with null-safe equality, and the
-    changed images are joined, not broadcast (there is no bound on their number)."""
+    changed images are joined, not broadcast (there is no bound on their number). ``expected``: the change set
+    must read changes (``read_check``), checked before the fast-forward: if it read none, the branch is removed
+    and ``main`` never moved."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -160,6 +163,8 @@ def apply_staged(spark, ji: JavaIceberg, catalog: str, target: TargetTable, sour
     view = f"_lakehouse_changed_keys_{next(_view_ids)}"
     try:
         changed = source.select(*[quote(k.name) for k in target.keys])
+        if expected is not None:  # every change has its key: the keys read are the changes read
+            changed, observed = observe(changed, [expected.label])
         (changed if keyless else F.broadcast(changed)).createOrReplaceTempView(view)
         equals = "<=>" if keyless else "="
         on = " AND ".join(f"t.{quote(k.name)} {equals} s.{quote(k.name)}" for k in target.keys)
@@ -172,6 +177,12 @@ def apply_staged(spark, ji: JavaIceberg, catalog: str, target: TargetTable, sour
     finally:
         spark.catalog.dropTempView(view)
         source.unpersist()
+    if expected is not None:
+        try:
+            check_read([observed], [expected])
+        except ChangesNotRead:
+            ji.load(target.namespace, target.name).manageSnapshots().removeBranch(branch).commit()
+            raise
     jtable = ji.load(target.namespace, target.name)
     last = _branch_head(jtable, branch)
     if last is None or last.summary().get(RESOLVED_TS_PROPERTY) != properties[RESOLVED_TS_PROPERTY]:
@@ -194,6 +205,21 @@ def _apply_keyless(spark, ji: JavaIceberg, catalog: str, events, upstream_schema
     source = keyless_source(lake, deltas, target.columns)
     if not apply_staged(spark, ji, catalog, target, source, properties, keyless=True):
         raise RuntimeError(f"{target.namespace}.{target.name} has no snapshot to apply its changes to")
+
+
+def _undo_unless_read(ji: JavaIceberg, target: TargetTable, head, observed: ObservedChanges,
+                      expected: Expected) -> None:
+    """After a MERGE (which commits itself): if its change set read no change (``read_check``), set the table back
+    to ``head``, its snapshot before the MERGE (one catalog commit; the MERGE's files become orphans for
+    ``lakehouse maintain``), and raise."""
+    try:
+        check_read([observed], [expected])
+    except ChangesNotRead as exc:
+        jtable = ji.load(target.namespace, target.name)
+        current = jtable.currentSnapshot()
+        if head is not None and current is not None and current.snapshotId() != head.snapshotId():
+            jtable.manageSnapshots().rollbackTo(head.snapshotId()).commit()
+        raise ChangesNotRead(f"{exc} (its MERGE was rolled back)") from None
 
 
 def flush_table(spark, ji: JavaIceberg, catalog: str, events, change: ChangeRange, staged_min_rows: int,
@@ -228,10 +254,14 @@ def flush_table(spark, ji: JavaIceberg, catalog: str, events, change: ChangeRang
     elif change.has_rows:
         source = change.source(events)
         always_sent = change.always_sent
+        expected = change.expected()
         staged = (can_stage(target, always_sent, change.row_events) and table_records(head) >= staged_min_rows
-                  and apply_staged(spark, ji, catalog, target, source, properties))
+                  and apply_staged(spark, ji, catalog, target, source, properties, expected=expected))
         if not staged:
             drop_stale_branches(loaded)
+            observed = None
+            if expected is not None:
+                source, observed = observe(source, [expected.label])
             view = f"_lakehouse_changes_{next(_view_ids)}"
             source.createOrReplaceTempView(view)
             statement = merge_sql(catalog, target, view, always_sent)
@@ -239,6 +269,8 @@ def flush_table(spark, ji: JavaIceberg, catalog: str, events, change: ChangeRang
                 run_with_snapshot_properties(spark, properties, lambda: spark.sql(statement))
             finally:
                 spark.catalog.dropTempView(view)
+            if observed is not None:
+                _undo_unless_read(ji, target, head, observed, expected)
         merged = True
     jtable = ji.load(target.namespace, target.name)
     if watermark_of(jtable) < upto_ts:

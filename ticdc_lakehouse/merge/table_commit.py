@@ -35,6 +35,7 @@ from ticdc_lakehouse.merge.batch_rewrite import CARRIED, LakeTable, lake_rows_sq
 from ticdc_lakehouse.merge.change_range import ChangeRange, FlushResult
 from ticdc_lakehouse.merge.changes import partial_positions, tables_change_set
 from ticdc_lakehouse.merge.column_slots import SlotFrame, always_sent_slots, key_signatures, packed, slot_frame
+from ticdc_lakehouse.merge.read_check import ObservedChanges, check_read, observe
 from ticdc_lakehouse.merge.table_events import TABLE_INDEX, TableRange
 
 
@@ -163,7 +164,7 @@ def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[
                   parallelism: int = 1) -> list[FlushResult]:
     """Write the change ranges of tables that hold no rows or few (``plan_write``), then commit
     each table, twice ``parallelism`` at a time. A failure of the write (a value a table cannot store) raises before
-    any commit.
+    any commit, and so does a range whose change set read none of the rows its plan counted (``read_check``).
 
     Tables with the same layout (columns, keys, columns every change sent, partitioning) share one change set
     (``changes.tables_change_set``): the driver plans one frame per layout, not one per table; small tables of
@@ -181,7 +182,8 @@ def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[
         counts = [plans[i].change.row_events for i in indexes]
         return None if None in counts else sum(counts) + sum(plans[i].lake_rows or 0 for i in indexes)
 
-    def frame_of(members: list[int], in_slots: bool, session_partitions: int) -> tuple[list[int], WriteFrame]:
+    def frame_of(members: list[int], in_slots: bool, session_partitions: int
+                 ) -> tuple[list[int], WriteFrame, ObservedChanges]:
         first = plans[members[0]].change
         target = first.target
         events_in_frame = row_events(members)
@@ -189,8 +191,8 @@ def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[
         partitions = None if events_in_frame is None else min(session_partitions, writer_tasks(events_in_frame))
         layouts = [plans[i].layout for i in members]
         if in_slots:
-            return members, _slot_write_frame(spark, events, catalog, [plans[i] for i in members], partitions,
-                                              events_in_frame)
+            return (members, *_slot_write_frame(spark, events, catalog, [plans[i] for i in members], partitions,
+                                                events_in_frame))
         if len(members) == 1:
             source = first.source(events, partitions)
         else:
@@ -198,24 +200,26 @@ def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[
                                  plans[i].change.lower, plans[i].change.upto_ts) for i in members]
             source = tables_change_set(events, ranges, target.columns, target.keys, first.always_sent,
                                        any(plans[i].change.keys_move for i in members), partitions)
+        source, observed = observe(source, [plans[i].change.label for i in members])
         layout = plans[members[0]].layout
         if plans[members[0]].rewrite:
             frame = spread(rewritten_frame(spark, catalog, [plans[i] for i in members], source), catalog, layout,
                            CARRIED, events_in_frame)
         else:
             frame = images(source, catalog, [c.name for c in target.columns], layout, events_in_frame)
-        return members, WriteFrame(frame, layouts)
+        return members, WriteFrame(frame, layouts), observed
 
     shares = _frames(plans)
     per_job = min(FRAMES_PER_JOB, max(1, -(-len(shares) // max(1, parallelism))))
 
     def write_job(job: list[tuple[list[int], bool]]
-                  ) -> tuple[list[tuple[int, WrittenFile]], list[tuple[int, TableCounts]]]:
+                  ) -> tuple[list[tuple[int, WrittenFile]], list[tuple[int, TableCounts]], list[ObservedChanges]]:
         frames = [frame_of(members, in_slots, session_partitions) for members, in_slots in job]
-        order = [index for members, _ in frames for index in members]
-        written, counted = write_files([frame for _, frame in frames])
+        order = [index for members, _, _ in frames for index in members]
+        written, counted = write_files([frame for _, frame, _ in frames])
         return ([(order[file.table_index], file) for file in written],
-                [(order[count.table_index], count) for count in counted])
+                [(order[count.table_index], count) for count in counted],
+                [observed for _, _, observed in frames])
 
     files: list[list[WrittenFile]] = [[] for _ in plans]
     counts: list[list[TableCounts]] = [[] for _ in plans]
@@ -223,11 +227,14 @@ def append_tables(spark, ji: JavaIceberg, catalog: str, events, plans: Sequence[
         session_partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
         jobs = map_at_most(write_job, [shares[i:i + per_job] for i in range(0, len(shares), per_job)],
                            parallelism, "write")
-    for job_files, job_counts in jobs:
+    for job_files, job_counts, _ in jobs:
         for index, file in job_files:
             files[index].append(file)
         for index, count in job_counts:
             counts[index].append(count)
+    # before any commit: a table the planner counted rows for must have had changes read (``read_check``)
+    check_read([observed for _, _, job_observed in jobs for observed in job_observed],
+               [expected for expected in (plan.change.expected() for plan in plans) if expected is not None])
     fault_point("merge.before_append_commits")
 
     def commit(index: int) -> FlushResult:
@@ -283,16 +290,17 @@ def _slot_group(plan: AppendPlan) -> Optional[tuple]:
 
 
 def _slot_write_frame(spark, events, catalog: str, plans: Sequence[AppendPlan], partitions: Optional[int],
-                      row_events: Optional[int]) -> WriteFrame:
-    """The images, or rewritten rows, of tables of different columns (one ``_slot_group``) as one frame of slots:
-    one plan types and collapses their changes, and the writers take each table's slots back under its column
-    names."""
+                      row_events: Optional[int]) -> tuple[WriteFrame, ObservedChanges]:
+    """The images, or rewritten rows, of tables of different columns (one ``_slot_group``) as one frame of slots,
+    and the observation of their change set (``read_check``): one plan types and collapses their changes, and the
+    writers take each table's slots back under its column names."""
     slots = slot_frame([(p.change.target.columns, p.change.target.keys) for p in plans])
     ranges = [TableRange(p.change.upstream_schema, p.change.upstream_table, p.change.lower, p.change.upto_ts,
                          slots.names[n]) for n, p in enumerate(plans)]
     always_sent = always_sent_slots(slots, [p.change.always_sent for p in plans])
     source = tables_change_set(events, ranges, slots.columns, slots.keys, always_sent,
                                any(p.change.keys_move for p in plans), partitions)
+    source, observed = observe(source, [p.change.label for p in plans])
     layout = plans[0].layout
     if layout.bucket is not None:  # every table's bucket of its first key: the first key slot
         layout = replace(layout, bucket=(layout.bucket[0], slots.keys[0].name, layout.bucket[2]))
@@ -301,7 +309,7 @@ def _slot_write_frame(spark, events, catalog: str, plans: Sequence[AppendPlan], 
     else:
         frame = images(source, catalog, [slot.name for slot in slots.columns], layout, row_events)
     return WriteFrame(frame, [p.layout for p in plans],
-                      [slots.slots_of(n, [c.name for c in p.layout.columns]) for n, p in enumerate(plans)])
+                      [slots.slots_of(n, [c.name for c in p.layout.columns]) for n, p in enumerate(plans)]), observed
 
 
 def rewritten_frame(spark, catalog: str, plans: Sequence[AppendPlan], source, slots: Optional[SlotFrame] = None):

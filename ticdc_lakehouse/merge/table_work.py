@@ -89,7 +89,7 @@ def flush(ctx: RunContext, schema: str, table: str, upto_ts: int, create_missing
         log.warning("%s.%s: %s", schema, table, reason_of(exc))
         events, upto = set_aside_invalid(ctx, change.upstream_schema, change.upstream_table, change.target,
                                          change.lower, change.upto_ts, holding(ctx.settings), change.renames)
-        result = flush_table(ctx.spark, ctx.ji, ctx.settings.catalog_name, events, change.with_range(upto),
+        result = flush_table(ctx.spark, ctx.ji, ctx.settings.catalog_name, events, change.set_aside_to(upto),
                              ctx.settings.merge.staged_min_rows)
     record(ctx, result, table_key(schema, table), time.monotonic() - started)
     return result
