@@ -101,3 +101,40 @@ def test_the_kafka_timeout_of_landing_is_a_setting_checked_where_it_is_read(tmp_
     config.write_text("[landing]\nkafka_timeout_seconds = 0\n")
     with pytest.raises(ValueError, match=r"landing\.kafka_timeout_seconds must be a number of seconds above 0"):
         load_settings(config, env={"LAKEHOUSE_HOME": str(tmp_path)}).landing.kafka_timeout_s
+
+
+@pytest.mark.parametrize("document, env, message", [
+    ("", {"LAKEHOUSE__LANDING__KAFKA_TIMEOUT_SECONDS": "abc"}, "landing.kafka_timeout_seconds: 'abc' is not a number"),
+    ("[merge]\nlock_timeout_seconds = true\n", {}, "merge.lock_timeout_seconds: True is not a number"),
+    ("[merge]\nparallel_tables = 2.5\n", {}, "merge.parallel_tables: 2.5 is not a whole number"),
+    ("", {"LAKEHOUSE__MERGE__BUCKET_COUNT": "many"}, "merge.bucket_count: 'many' is not a whole number"),
+    ('[tables."app.t"]\nbucket_count = "x"\n', {}, 'tables."app.t".bucket_count: \'x\' is not a whole number'),
+    ("[landing]\naccept_data_loss = 3\n", {}, "landing.accept_data_loss: 3 is not true or false"),
+    ("", {"LAKEHOUSE__SPARK__CLASS_ARCHIVE": "ture"},
+     "spark.class_archive: 'ture' is not true or false (1, true, yes, on / 0, false, no, off)"),
+    ("[changefeeds.shop]\nclaim_check_raw_value = \"flase\"\n", {},
+     "changefeeds.shop.claim_check_raw_value: 'flase' is not true or false (1, true, yes, on / 0, false, no, off)"),
+    ('[catalog]\nname = ["a"]\n', {}, "catalog.name: expected a string, not ['a']"),
+])
+def test_a_value_of_the_wrong_kind_fails_naming_its_key(tmp_path, document, env, message):
+    """Every setting's value is converted in one place, which names the key of a value it cannot take: not
+    Python's bare "could not convert string to float", and no TOML ``true`` taken as 1 second or 2.5 as 2."""
+    from ticdc_lakehouse.runtime.config import ConfigError
+
+    config = tmp_path / "lakehouse.toml"
+    config.write_text(document)
+    with pytest.raises(ConfigError) as failure:
+        load_settings(config, env={"LAKEHOUSE_HOME": str(tmp_path), **env})
+    assert str(failure.value) == message
+
+
+def test_numbers_from_the_environment_and_whole_floats_are_taken_exactly(tmp_path):
+    config = tmp_path / "lakehouse.toml"
+    config.write_text("[merge]\nparallel_tables = 3.0\n")
+    settings = load_settings(config, env={"LAKEHOUSE_HOME": str(tmp_path),
+                                          "LAKEHOUSE__MERGE__STAGED_MIN_ROWS": " 449000000000000001 ",
+                                          "LAKEHOUSE__MERGE__LOCK_TIMEOUT_SECONDS": "",
+                                          "LAKEHOUSE__LANDING__ACCEPT_DATA_LOSS": "yes"})
+    assert settings.merge.parallel_tables == 3 and isinstance(settings.merge.parallel_tables, int)
+    assert settings.merge.staged_min_rows == 449000000000000001  # no float on the way
+    assert settings.merge.lock_timeout_seconds == 0.0 and settings.landing.accept_data_loss is True

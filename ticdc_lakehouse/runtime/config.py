@@ -36,23 +36,67 @@ else:  # pragma: no cover
 DEFAULT_CONFIG_FILE = PROJECT_ROOT / "conf" / "lakehouse.toml"
 
 TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off", "")
+
+
+class ConfigError(ValueError):
+    """The configuration names a key the product does not know (a typo would otherwise be ignored silently), or
+    gives a key a value of the wrong kind."""
 
 
 def _flag(value: Any) -> bool:
-    """A boolean setting as TOML (a bool) or the environment (a word) gives it."""
-    return value.strip().lower() in TRUE_WORDS if isinstance(value, str) else bool(value)
+    """A boolean setting as TOML (a bool) or the environment (a word) gives it; ``ValueError`` for a word that is
+    neither (a typo such as "ture" must not read as false)."""
+    if not isinstance(value, str):
+        return bool(value)
+    word = value.strip().lower()
+    if word not in TRUE_WORDS + FALSE_WORDS:
+        raise ValueError(f"{value!r} is not true or false ({', '.join(TRUE_WORDS)} / {', '.join(FALSE_WORDS[:-1])})")
+    return word in TRUE_WORDS
 
 
-def _convert(value: Any, kind: Any) -> Any:
+def _convert(value: Any, kind: Any, key: str) -> Any:
+    """``value`` as TOML or the environment gave it, as the setting's type; a value of another kind fails naming
+    ``key`` (``section.key``): a TOML ``true`` is no number of seconds, and 2.5 no count to round down silently."""
     if kind is bool:
-        return _flag(value)
-    if kind is int:
-        return int(value)
-    if kind is float:
-        return float(value or 0)
+        if not isinstance(value, (bool, str)):
+            raise ConfigError(f"{key}: {value!r} is not true or false")
+        try:
+            return _flag(value)
+        except ValueError as exc:
+            raise ConfigError(f"{key}: {exc}") from None
+    if kind in (int, float):
+        if isinstance(value, str):
+            value = value.strip()
+            if kind is float and not value:
+                return 0.0  # an empty environment variable: the setting's zero, as before
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ConfigError(f"{key}: {value!r} is not {'a whole number' if kind is int else 'a number'}")
+        try:
+            number = float(value) if kind is float else _whole(value)
+        except ValueError:
+            raise ConfigError(f"{key}: {value!r} is not {'a whole number' if kind is int else 'a number'}") from None
+        return number
     if kind is str:
+        if isinstance(value, (dict, list)):
+            raise ConfigError(f"{key}: expected a string, not {value!r}")
         return str(value)
     return value  # mappings (free-form sections) as given
+
+
+def _whole(value: Any) -> int:
+    """An integer setting's value: a whole number (TOML 3, 3.0 or "3"), never a fraction rounded down."""
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value)  # exactly, however many digits (a TSO has 18)
+        except ValueError:
+            pass
+    number = float(value)
+    if not number.is_integer():
+        raise ValueError(value)
+    return int(number)
 
 
 class Section:
@@ -62,9 +106,11 @@ class Section:
     a use site reads a typed attribute and repeats no default and no check."""
 
     @classmethod
-    def from_values(cls, values: Mapping[str, Any]) -> Any:
+    def from_values(cls, values: Mapping[str, Any], name: str = "") -> Any:
+        """The section from its raw ``values``; ``name`` (``merge``, ``tables."app.t"``) names a bad value's key."""
         types = get_type_hints(cls)
-        section = cls(**{item.name: _convert(values[item.name], types[item.name])
+        prefix = f"{name}." if name else ""
+        section = cls(**{item.name: _convert(values[item.name], types[item.name], prefix + item.name)
                          for item in fields(cls) if item.name in values})
         section.check()
         return section
@@ -257,10 +303,6 @@ FREE_FORM = {("spark", "conf"), ("changefeeds", "*", "kafka"), ("changefeeds", "
 TABLE_KEYS = ("write_mode", "bucket_count")
 
 
-class ConfigError(ValueError):
-    """The configuration names a key the product does not know (a typo would otherwise be ignored silently)."""
-
-
 @dataclass(frozen=True)
 class ChangefeedConfig:
     name: str
@@ -369,10 +411,18 @@ def _deep_merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, 
 
 
 def _coerce(text: str, like: Any) -> Any:
+    """An environment variable's text as the kind of the setting's default; text that is no such value stays text
+    for the section's conversion (``_convert``) to refuse naming the key."""
     if isinstance(like, bool):
-        return _flag(text)
+        try:
+            return _flag(text)
+        except ValueError:
+            return text
     if isinstance(like, int):
-        return int(text)
+        try:
+            return int(text)
+        except ValueError:
+            return text
     if isinstance(like, (list, tuple)):
         return [item.strip() for item in text.split(",") if item.strip()]
     return text
@@ -498,9 +548,13 @@ def _changefeed(name: str, values: Mapping[str, Any]) -> ChangefeedConfig:
 
 def _large_messages(name: str, merged: Mapping[str, Any]) -> LargeMessageOptions:
     try:
+        raw_value = _flag(merged["claim_check_raw_value"])
+    except ValueError as exc:
+        raise ConfigError(f"changefeeds.{name}.claim_check_raw_value: {exc}") from None
+    try:
         return LargeMessageOptions(compression=str(merged["large_message_compression"] or "none").lower(),
                                    claim_check_storage_uri=str(merged["claim_check_storage_uri"] or ""),
-                                   claim_check_raw_value=_flag(merged["claim_check_raw_value"]))
+                                   claim_check_raw_value=raw_value)
     except ValueError as exc:
         raise ValueError(f"changefeed {name!r}: {exc}") from None
 
@@ -522,6 +576,7 @@ def load_settings(config_file: Optional[str | Path] = None, env: Optional[Mappin
         raise FileNotFoundError(f"config file {path} does not exist")
     _apply_env(raw, env)
     changefeeds = {name: _changefeed(name, values) for name, values in raw["changefeeds"].items()}
-    sections = {name: section.from_values(raw[name]) for name, section in SECTIONS.items()}
-    tables = {name: MergeSection.from_values({**raw["merge"], **values}) for name, values in raw["tables"].items()}
+    sections = {name: section.from_values(raw[name], name) for name, section in SECTIONS.items()}
+    tables = {name: MergeSection.from_values({**raw["merge"], **values}, f'tables."{name}"')
+              for name, values in raw["tables"].items()}
     return Settings(home=home, raw=raw, source_file=source, changefeeds=changefeeds, tables=tables, **sections)
