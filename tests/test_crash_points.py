@@ -89,23 +89,33 @@ def _equal_to_fault_free(spark, settings, workload: Workload, cut: int, records:
     return len(offsets) == len(set(offsets)) == records
 
 
+#: killed backfills run this many at a time, beside the reruns in the test's own session: each is a fresh JVM of
+#: its own deployment, so they share nothing; one after the other they were the slowest test of the suite (191 s
+#: on a slow 2-core machine)
+KILLED_AT_ONCE = 2
+
+
 def test_a_crash_at_any_step_boundary_then_a_rerun_gives_the_fault_free_tables(spark_session, tmp_path, capsys):
+    from concurrent.futures import ThreadPoolExecutor
+
     workload = _workload()
     archive = tmp_path / "archive"
     records = write_to_archive(workload, archive, "ticdc", "open")
     cut = workload.global_resolved_ts()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE")}
+    deployments = [{"LAKEHOUSE_HOME": str(tmp_path / f"home-{index}"), "LAKEHOUSE__CATALOG__NAME": f"crash{index}",
+                    **POINT_SETTINGS.get(point, {})} for index, (point, _) in enumerate(FAULTS)]
     results = []
-    for index, (point, hit) in enumerate(FAULTS):
-        home = tmp_path / f"home-{index}"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE")}
-        deployment = {"LAKEHOUSE_HOME": str(home), "LAKEHOUSE__CATALOG__NAME": f"crash{index}",
-                      **POINT_SETTINGS.get(point, {})}
-        code = _killed_backfill({**env, **deployment}, archive, point, hit)
-        settings = load_settings(env=deployment)
-        use_catalog(spark_session, settings)
-        backfill(settings, archive, protocol="open", spark=spark_session)
-        equal = _equal_to_fault_free(spark_session, settings, workload, cut, records)
-        results.append((point, hit, code, equal))
+    with ThreadPoolExecutor(KILLED_AT_ONCE) as pool:
+        killed = [pool.submit(_killed_backfill, {**env, **deployment}, archive, point, hit)
+                  for deployment, (point, hit) in zip(deployments, FAULTS)]
+        for deployment, (point, hit), run in zip(deployments, FAULTS, killed):
+            code = run.result()
+            settings = load_settings(env=deployment)
+            use_catalog(spark_session, settings)
+            backfill(settings, archive, protocol="open", spark=spark_session)
+            equal = _equal_to_fault_free(spark_session, settings, workload, cut, records)
+            results.append((point, hit, code, equal))
     with capsys.disabled():
         print("\n\nfault point                    hit  killed  runs  equal to fault-free")
         for point, hit, code, equal in results:
