@@ -31,7 +31,7 @@ def test_the_failure_names_the_table_its_range_and_what_to_do_in_one_line():
 def _lose_every_change(monkeypatch, optimized_away: bool = False) -> None:
     """The change sets' filter misses every row. ``optimized_away``: so plainly that Spark's optimizer removes the
     change set's plan (its observation then reports an empty row), else a condition only the tasks find false."""
-    from ticdc_lakehouse.merge import changes
+    from ticdc_lakehouse.merge import changes, flush
 
     def lost(real):
         def rows(*args, **kwargs):
@@ -41,6 +41,7 @@ def _lose_every_change(monkeypatch, optimized_away: bool = False) -> None:
 
     monkeypatch.setattr(changes, "table_rows", lost(changes.table_rows))
     monkeypatch.setattr(changes, "tables_rows", lost(changes.tables_rows))
+    monkeypatch.setattr(flush, "table_rows", lost(flush.table_rows))  # a keyless table's, before they net out
 
 
 def _watermarks(spark, name: str) -> list[str]:
@@ -103,3 +104,35 @@ def test_a_table_with_rows_keeps_its_snapshot_and_the_rerun_applies_the_range(sp
     backfill(settings, archive, protocol="open", spark=spark)
     assert lake_rows(spark, "SELECT * FROM app.a ORDER BY id") == AFTER_SECOND
     assert _watermarks(spark, "app.a")[-1] == "300"
+
+
+@pytest.mark.spark
+def test_a_keyless_table_is_checked_before_its_changes_net_out(spark, settings, tmp_path, monkeypatch):
+    """A keyless table's changes net into row counts: an insert and a delete of one row leave nothing to write,
+    which is no failure; losing its row events is."""
+    from tests.test_trust_edges import KEYLESS, MS, T0, at, backfill, canal_archive
+    from tests.test_trust_edges import row as canal_row
+
+    archive = tmp_path / "archive"
+    canal_archive(archive, [canal_row("k", T0, INSERT, {"a": "1", "b": "x"}, None, [], KEYLESS, 0),
+                            ResolvedEvent(T0 + 5 * MS, at(1))])
+    assert backfill(settings, archive, "canal-json", spark)["ok"]
+    ts = T0 + 10 * MS
+    canal_archive(archive, [canal_row("k", ts, INSERT, {"a": "3", "b": "z"}, None, [], KEYLESS, 2),
+                            canal_row("k", ts + 1, DELETE, None, {"a": "3", "b": "z"}, [], KEYLESS, 3),
+                            canal_row("k", ts + 2, INSERT, {"a": "4", "b": "w"}, None, [], KEYLESS, 4),
+                            ResolvedEvent(ts + 5 * MS, at(5))])
+    with monkeypatch.context() as patched:
+        _lose_every_change(patched)
+        with pytest.raises(ChangesNotRead, match=r"^app\.k: the run counted row events of app\.k"):
+            backfill(settings, archive, "canal-json", spark)
+    assert lake_rows(spark, "SELECT * FROM app.k ORDER BY a") == [{"a": 1, "b": "x"}]
+    assert [r["name"] for r in lake_rows(spark, "SELECT name FROM app.k.refs WHERE type = 'BRANCH'")] == ["main"]
+    assert backfill(settings, archive, "canal-json", spark)["ok"]
+    assert lake_rows(spark, "SELECT * FROM app.k ORDER BY a") == [{"a": 1, "b": "x"}, {"a": 4, "b": "w"}]
+    ts += 10 * MS  # a run whose changes net out entirely: nothing to write, and no failure
+    canal_archive(archive, [canal_row("k", ts, INSERT, {"a": "5", "b": "q"}, None, [], KEYLESS, 6),
+                            canal_row("k", ts + 1, DELETE, None, {"a": "5", "b": "q"}, [], KEYLESS, 7),
+                            ResolvedEvent(ts + 5 * MS, at(8))])
+    assert backfill(settings, archive, "canal-json", spark)["ok"]
+    assert lake_rows(spark, "SELECT * FROM app.k ORDER BY a") == [{"a": 1, "b": "x"}, {"a": 4, "b": "w"}]

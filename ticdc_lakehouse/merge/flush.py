@@ -30,8 +30,16 @@ from ticdc_lakehouse.iceberg.java_api import RESOLVED_TS_PROPERTY, JavaIceberg, 
 from ticdc_lakehouse.iceberg.tables import TargetTable, table_records
 from ticdc_lakehouse.merge.change_range import ChangeRange, FlushResult
 from ticdc_lakehouse.merge.changes import OP, PRESENT, partial_positions
-from ticdc_lakehouse.merge.read_check import ChangesNotRead, Expected, ObservedChanges, check_read, observe
+from ticdc_lakehouse.merge.read_check import (
+    ChangesNotRead,
+    Expected,
+    ObservedChanges,
+    check_read,
+    not_read_line,
+    observe,
+)
 from ticdc_lakehouse.merge.table_commit import append_tables, plan_append
+from ticdc_lakehouse.merge.table_events import table_rows
 from ticdc_lakehouse.core.sql_names import qualified, quote
 
 _view_ids = itertools.count()
@@ -195,12 +203,22 @@ def apply_staged(spark, ji: JavaIceberg, catalog: str, target: TargetTable, sour
     return True
 
 
-def _apply_keyless(spark, ji: JavaIceberg, catalog: str, events, upstream_schema: str, upstream_table: str,
-                   target: TargetTable, lower: int, upto_ts: int, properties: Mapping[str, str]) -> None:
-    """A table without a usable key: row counts, applied the staged way (see ``merge.keyless``)."""
+def _apply_keyless(spark, ji: JavaIceberg, catalog: str, events, change: ChangeRange,
+                   properties: Mapping[str, str]) -> None:
+    """A table without a usable key: row counts, applied the staged way (see ``merge.keyless``).
+
+    Its row events are checked before anything is written (``read_check``), with a job of their own: they net out
+    into counts (an insert and a delete of one row leave no change to observe), and the counts are read twice by
+    the apply (``keyless_source``), where Spark may skip computing one of the copies."""
     from ticdc_lakehouse.merge.keyless import keyless_deltas, keyless_source
 
-    deltas = keyless_deltas(events, upstream_schema, upstream_table, lower, upto_ts, target.columns)
+    target, lower, upto_ts = change.target, change.lower, change.upto_ts
+    rows = table_rows(events, change.upstream_schema, change.upstream_table, lower, upto_ts)
+    expected = change.expected()
+    if expected is not None and rows.isEmpty():
+        raise ChangesNotRead(not_read_line([expected]))
+    deltas = keyless_deltas(events, change.upstream_schema, change.upstream_table, lower, upto_ts, target.columns,
+                            rows)
     lake = spark.table(qualified(catalog, target.namespace, target.name))
     source = keyless_source(lake, deltas, target.columns)
     if not apply_staged(spark, ji, catalog, target, source, properties, keyless=True):
@@ -248,8 +266,7 @@ def flush_table(spark, ji: JavaIceberg, catalog: str, events, change: ChangeRang
         loaded = ji.load(target.namespace, target.name)
         head = loaded.currentSnapshot()
     if change.has_rows and not target.keys_required:
-        _apply_keyless(spark, ji, catalog, events, change.upstream_schema, change.upstream_table, target, lower,
-                       upto_ts, properties)
+        _apply_keyless(spark, ji, catalog, events, change, properties)
         merged = True
     elif change.has_rows:
         source = change.source(events)

@@ -29,7 +29,7 @@ changes above its watermark.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -59,10 +59,14 @@ def _signed_images() -> Column:
 
 
 def keyless_deltas(events: DataFrame, schema: str, table: str, after_ts: int, upto_ts: int,
-                   columns: Sequence[TargetColumn]) -> DataFrame:
+                   columns: Sequence[TargetColumn], rows: Optional[DataFrame] = None) -> DataFrame:
     """Every row image the table's changes in ``(after_ts, upto_ts]`` add or remove, typed as the target's
-    columns (under their own names), with its net count ``_delta`` (never 0). See the module doc."""
-    rows = table_rows(events, schema, table, after_ts, upto_ts)
+    columns (under their own names), with its net count ``_delta`` (never 0). See the module doc.
+
+    ``rows``: the table's row events in the range when the caller took them from ``events`` already
+    (``table_rows``: ``flush`` checks they are there before they net out, see ``read_check``)."""
+    if rows is None:
+        rows = table_rows(events, schema, table, after_ts, upto_ts)
     # a resolved event between two copies also ends a block: what follows it is another delivery
     with_resolved = rows.unionByName(events.filter(F.col("kind") == "resolved"))
     in_kafka_order = Window.partitionBy("topic", "partition").orderBy("offset", "seq")

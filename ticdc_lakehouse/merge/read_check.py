@@ -17,8 +17,9 @@ same checkpoint.
 
 Not an exact count: the decode tasks' aggregates may count a re-run task twice (``staged_stats``), and a change set
 holds the last change of each key, not every event; but a range with events has at least one change, whatever they
-were. Keyless tables (``keyless``, whose changes are netted into row counts that may cancel out) and a range whose
-values were set aside (``value_checks``: fewer events on purpose) are not checked.
+were. A keyless table's range is checked by a job of its own before its apply (``flush``: its changes net out into
+row counts that may cancel). A range whose values were set aside (``value_checks``: fewer events on purpose) is
+not checked.
 """
 
 from __future__ import annotations
