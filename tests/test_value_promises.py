@@ -12,6 +12,7 @@ import os
 import struct
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -113,13 +114,16 @@ def lake(tmp_path_factory):
         "(SELECT first(typeof(d)) FROM v.rowdec), (SELECT first(typeof(b)) FROM v.bits), " \
         "(SELECT first(typeof(j)) FROM v.prices))))" \
         " UNION ALL SELECT 'dead', to_json(struct(topic, partition, offset, error)) FROM _lakehouse.dead_letters"
+    with ThreadPoolExecutor(2) as pool:  # two readers of the same lake, each its own process and JVM, at once
+        status_run = pool.submit(run, ["status"], env, False)
+        read = sql_json(query, env)
+        status = status_run.result()
     rows: dict[str, list] = {}
-    for item in sql_json(query, env):
+    for item in read:
         rows.setdefault(item["t"], []).append(json.loads(item["row"]))
     for name in tables:
         rows.setdefault(name, []).sort(key=lambda r: r["id"])
     rows.setdefault("dead", []).sort(key=lambda r: r["offset"])
-    status = run(["status"], env, check=False)
     return {"first": first, "second": second, "rows": rows, "status": status.stdout + status.stderr}
 
 
