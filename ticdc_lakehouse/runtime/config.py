@@ -70,13 +70,13 @@ def _convert(value: Any, kind: Any, key: str) -> Any:
             value = value.strip()
             if kind is float and not value:
                 return 0.0  # an empty environment variable: the setting's zero, as before
+        refused = ConfigError(f"{key}: {value!r} is not {'a whole number' if kind is int else 'a number'}")
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise ConfigError(f"{key}: {value!r} is not {'a whole number' if kind is int else 'a number'}")
+            raise refused
         try:
-            number = float(value) if kind is float else _whole(value)
+            return float(value) if kind is float else _whole(value)
         except ValueError:
-            raise ConfigError(f"{key}: {value!r} is not {'a whole number' if kind is int else 'a number'}") from None
-        return number
+            raise refused from None
     if kind is str:
         if isinstance(value, (dict, list)):
             raise ConfigError(f"{key}: expected a string, not {value!r}")
@@ -420,7 +420,7 @@ def _coerce(text: str, like: Any) -> Any:
             return text
     if isinstance(like, int):
         try:
-            return int(text)
+            return _whole(text)
         except ValueError:
             return text
     if isinstance(like, (list, tuple)):
