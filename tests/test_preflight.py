@@ -106,3 +106,27 @@ def test_a_read_only_place_is_refused_even_for_root(tmp_path):
                                              r"writable by this user\); set catalog\.uri"):
         check_writable(Path("/proc/lakehouse/catalog.db"), "catalog", "catalog.uri (LAKEHOUSE_CATALOG_URI)")
     check_writable(tmp_path / "new" / "catalog.db", "catalog", "catalog.uri")  # creatable: fine
+
+
+def test_the_checks_before_the_jvm_starts_load_no_heavy_library(tmp_path):
+    """A command starts its driver JVM right after its preflight: the checks must not load pyarrow or pandas
+    (importing the landing package for its storage paths once took 0.6-0.9 s, and the JVM's start waited)."""
+    import json
+    import subprocess
+    import sys
+    import textwrap
+
+    archive = _archive(tmp_path)
+    script = textwrap.dedent(f"""
+        import json, sys
+        from pathlib import Path
+        sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
+        from ticdc_lakehouse.commands.preflight import preflight
+        from ticdc_lakehouse.runtime.config import load_settings
+        settings = load_settings(env={{"LAKEHOUSE_HOME": {str(tmp_path / "home")!r}}})
+        preflight(settings, None, "open", archive=Path({str(archive)!r}))
+        print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('pyarrow', 'pandas', 'pyspark'))))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []

@@ -149,7 +149,9 @@ def _starting_spark(settings, changefeed: Optional[str] = None, protocol: Option
 
         warm_decode_workers(spark, chosen)
 
-    return SparkStart(settings, "lakehouse-merge", then=warm)
+    start = SparkStart(settings, "lakehouse-merge", then=warm)
+    start.wait_for_launch()
+    return start
 
 
 def cmd_land(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ evaluated in the JVM. Meant for a handful of rows: each value is one literal in 
 from __future__ import annotations
 
 import math
+import re
 from functools import lru_cache
 from typing import Any, Optional, Sequence
 
@@ -22,13 +23,101 @@ def row_schema(ddl: str) -> Any:
     Why: pyspark parses a DDL string in the JVM at every use (``mapInArrow``'s schema, ``local_frame``), through a
     gateway path that first looks up each of its package names as a class (each a miss on every jar of the class
     path) and then runs Spark's SQL parser: a tenth of the driver JVM's gateway time in a four-table backfill, for
-    the same few strings. A ``StructType`` is plain Python data, shared by every session of the process."""
+    the same few strings. A ``StructType`` is plain Python data, shared by every session of the process. The
+    project's own strings (plain names, atomic types, ``decimal(p,s)``, ``array<>``, ``map<>``) are read here
+    without the JVM (``simple_row_schema``): a fresh driver's first parses were a quarter of a second of its start
+    (the SQL parser warming up), before the first job; anything else goes to Spark's parser."""
     from pyspark.sql.types import StructType, _parse_datatype_string
 
-    schema = _parse_datatype_string(ddl)
+    schema = simple_row_schema(ddl)
+    if schema is None:
+        schema = _parse_datatype_string(ddl)
     if not isinstance(schema, StructType):
         raise ValueError(f"not a row schema: {ddl!r}")
     return schema
+
+
+#: Spark DDL names of the atomic types ``simple_row_schema`` reads, and their pyspark types' names
+_ATOMIC_TYPES = {
+    "string": "StringType", "boolean": "BooleanType", "tinyint": "ByteType", "smallint": "ShortType",
+    "int": "IntegerType", "integer": "IntegerType", "bigint": "LongType", "float": "FloatType",
+    "double": "DoubleType", "binary": "BinaryType", "date": "DateType", "timestamp": "TimestampType",
+    "timestamp_ntz": "TimestampNTZType",
+}
+_DECIMAL = re.compile(r"decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def simple_row_schema(ddl: str) -> Any:
+    """``ddl`` as a ``StructType`` when each field is a name (plain or back-quoted) and a type of
+    ``_ATOMIC_TYPES``, ``decimal(p,s)``, ``array<T>`` or ``map<K,V>`` of those, all nullable; None for anything else
+    (``NOT NULL``, comments, structs), which the caller hands to Spark's parser."""
+    from pyspark.sql.types import StructField, StructType
+
+    fields = []
+    for part in _top_level_split(ddl, ","):
+        name, kind = _split_name(part.strip())
+        data_type = _simple_type(kind.strip().lower())
+        if name is None or data_type is None:
+            return None
+        fields.append(StructField(name, data_type, True))
+    return StructType(fields) if fields else None
+
+
+def _split_name(field: str) -> tuple[Optional[str], str]:
+    """A field's name (plain, or back-quoted with doubled back-quotes inside, as ``sql_names.quote`` writes it)
+    and the text after it; None for a name outside that subset."""
+    if not field.startswith("`"):
+        name, _, kind = field.partition(" ")
+        return (name if _NAME.fullmatch(name) else None), kind
+    position, name = 1, []
+    while True:
+        end = field.find("`", position)
+        if end < 0:
+            return None, ""
+        name.append(field[position:end])
+        if field.startswith("``", end):  # a doubled back-quote stands for one
+            name.append("`")
+            position = end + 2
+            continue
+        rest = field[end + 1:]
+        return ("".join(name) if rest.startswith(" ") else None), rest
+
+
+def _simple_type(text: str) -> Any:
+    """The pyspark type of one type name of ``simple_row_schema``'s subset, or None."""
+    from pyspark.sql import types
+
+    if text in _ATOMIC_TYPES:
+        return getattr(types, _ATOMIC_TYPES[text])()
+    decimal = _DECIMAL.fullmatch(text)
+    if decimal:
+        return types.DecimalType(int(decimal.group(1)), int(decimal.group(2)))
+    if text.startswith("array<") and text.endswith(">"):
+        element = _simple_type(text[len("array<"):-1].strip())
+        return None if element is None else types.ArrayType(element, True)
+    if text.startswith("map<") and text.endswith(">"):
+        parts = _top_level_split(text[len("map<"):-1], ",")
+        if len(parts) != 2:
+            return None
+        key, value = (_simple_type(p.strip()) for p in parts)
+        return None if key is None or value is None else types.MapType(key, value, True)
+    return None
+
+
+def _top_level_split(text: str, separator: str) -> list[str]:
+    """``text`` split at each ``separator`` outside ``<>`` and ``()``."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        if char in "<(":
+            depth += 1
+        elif char in ">)":
+            depth -= 1
+        elif char == separator and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
 
 
 def local_frame(spark: Any, rows: Sequence[Sequence[Any]], ddl: str) -> Any:

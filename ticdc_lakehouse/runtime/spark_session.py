@@ -337,13 +337,19 @@ class SparkStart:
                  then: Optional[Callable[["SparkSession"], None]] = None) -> None:
         """``then``: work for the new session on the same thread once it is handed over (``session()`` does not
         wait for it), e.g. starting the Python workers; best effort: what it raises is logged, not raised."""
+        import importlib
         import threading
 
         self._outcome: list = []
         self._done = threading.Event()
+        self._launching = threading.Event()
 
         def start() -> None:
             try:
+                try:
+                    importlib.import_module("pyspark.sql")  # what the launch waits for: see wait_for_launch
+                finally:
+                    self._launching.set()
                 self._outcome.append((get_spark(settings, app_name), None))
             except BaseException as exc:  # noqa: BLE001 - raised again by session(), in the caller's thread
                 self._outcome.append((None, exc))
@@ -357,6 +363,14 @@ class SparkStart:
                     logging.getLogger(__name__).debug("after the session's start: %s", exc)
 
         threading.Thread(target=start, name="spark-start", daemon=True).start()
+
+    def wait_for_launch(self, timeout: float = 2.0) -> None:
+        """Wait (at most ``timeout`` seconds) until the start thread has imported pyspark and goes on to launch
+        the JVM. Why: the caller's next step is importing the pipeline (pyarrow, pandas, sqlglot, pyiceberg:
+        about a second), and two threads importing at once share one interpreter lock: the launch waited for
+        both (0.85 s after the process started instead of 0.4 s), while the JVM's start, not the imports and the
+        landing beside it, is what the first Spark job waits for."""
+        self._launching.wait(timeout)
 
     def session(self) -> "SparkSession":
         import signal
