@@ -26,7 +26,8 @@ def row_schema(ddl: str) -> Any:
     the same few strings. A ``StructType`` is plain Python data, shared by every session of the process. The
     project's own strings (plain names, atomic types, ``decimal(p,s)``, ``array<>``, ``map<>``) are read here
     without the JVM (``simple_row_schema``): a fresh driver's first parses were a quarter of a second of its start
-    (the SQL parser warming up), before the first job; anything else goes to Spark's parser."""
+    (the SQL parser warming up), before the first job; anything else (a ``timestamp`` among them) goes to Spark's
+    parser."""
     from pyspark.sql.types import StructType, _parse_datatype_string
 
     schema = simple_row_schema(ddl)
@@ -41,9 +42,8 @@ def row_schema(ddl: str) -> Any:
 _ATOMIC_TYPES = {
     "string": "StringType", "boolean": "BooleanType", "tinyint": "ByteType", "smallint": "ShortType",
     "int": "IntegerType", "integer": "IntegerType", "bigint": "LongType", "float": "FloatType",
-    "double": "DoubleType", "binary": "BinaryType", "date": "DateType", "timestamp": "TimestampType",
-    "timestamp_ntz": "TimestampNTZType",
-}
+    "double": "DoubleType", "binary": "BinaryType", "date": "DateType", "timestamp_ntz": "TimestampNTZType",
+}  # not ``timestamp``: Spark reads it as the session's ``spark.sql.timestampType``, which a deployment may set
 _DECIMAL = re.compile(r"decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
