@@ -149,9 +149,7 @@ def _starting_spark(settings, changefeed: Optional[str] = None, protocol: Option
 
         warm_decode_workers(spark, chosen)
 
-    start = SparkStart(settings, "lakehouse-merge", then=warm)
-    start.wait_for_launch()
-    return start
+    return SparkStart(settings, "lakehouse-merge", then=warm)
 
 
 def cmd_land(args: argparse.Namespace) -> int:

@@ -108,7 +108,6 @@ def backfill(settings: Settings, archive: Path, changefeed: Optional[str] = None
 
     if spark is None:  # the driver JVM starts (seconds) while the archive lands (Python, one core)
         spark = SparkStart(settings, "lakehouse-merge")
-        spark.wait_for_launch()  # the landing's Python work would hold back the launch (see wait_for_launch)
     landing, corrupt = land_archive()
     spark = session_of(spark, settings, "lakehouse-merge")
     fault_point("backfill.after_landing")

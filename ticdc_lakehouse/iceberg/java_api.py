@@ -308,13 +308,8 @@ class JavaIceberg:
     def create_plain_table(self, namespace: str, table: str, spark_ddl: str, properties: Mapping[str, str]) -> None:
         """Create an unpartitioned table of the columns ``spark_ddl`` (``a string, b bigint``), converted as
         Spark's own ``CREATE TABLE`` converts them, unless it exists: losing the race to another writer is
-        success (see ``create_namespace``). A DDL that ``local_frame.simple_row_schema`` reads is handed over as
-        JSON: Spark's SQL parser, warming up in a fresh driver, took 0.04-0.2 s per table."""
-        from ticdc_lakehouse.runtime.local_frame import simple_row_schema
-
-        simple = simple_row_schema(spark_ddl)
-        struct = (self.java("org.apache.spark.sql.types.StructType").fromDDL(spark_ddl) if simple is None
-                  else self.java("org.apache.spark.sql.types.DataType").fromJson(simple.json()))
+        success (see ``create_namespace``)."""
+        struct = self.java("org.apache.spark.sql.types.StructType").fromDDL(spark_ddl)
         schema = self.java("org.apache.iceberg.spark.SparkSchemaUtil").convert(struct)
         spec = self.java("org.apache.iceberg.PartitionSpec").unpartitioned()
         try:

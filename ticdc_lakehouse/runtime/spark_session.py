@@ -319,6 +319,10 @@ def get_spark(settings: Settings, app_name: Optional[str] = None) -> "SparkSessi
     return spark
 
 
+#: how long a ``SparkStart`` holds its caller back while its thread imports pyspark (see ``SparkStart.__init__``)
+LAUNCH_WAIT_SECONDS = 2.0
+
+
 class SparkStart:
     """The driver JVM starting on a thread of its own, from the moment a command knows it will need it.
 
@@ -347,7 +351,7 @@ class SparkStart:
         def start() -> None:
             try:
                 try:
-                    importlib.import_module("pyspark.sql")  # what the launch waits for: see wait_for_launch
+                    importlib.import_module("pyspark.sql")  # what the caller waits for: see the end of __init__
                 finally:
                     self._launching.set()
                 self._outcome.append((get_spark(settings, app_name), None))
@@ -363,14 +367,12 @@ class SparkStart:
                     logging.getLogger(__name__).debug("after the session's start: %s", exc)
 
         threading.Thread(target=start, name="spark-start", daemon=True).start()
-
-    def wait_for_launch(self, timeout: float = 2.0) -> None:
-        """Wait (at most ``timeout`` seconds) until the start thread has imported pyspark and goes on to launch
-        the JVM. Why: the caller's next step is importing the pipeline (pyarrow, pandas, sqlglot, pyiceberg:
-        about a second), and two threads importing at once share one interpreter lock: the launch waited for
-        both (0.85 s after the process started instead of 0.4 s), while the JVM's start, not the imports and the
-        landing beside it, is what the first Spark job waits for."""
-        self._launching.wait(timeout)
+        # Returns once the thread has imported pyspark and goes on to launch the JVM (at most LAUNCH_WAIT_SECONDS).
+        # Why: the caller's next step is its own Python work (importing the pipeline: pyarrow, pandas, sqlglot,
+        # pyiceberg; landing an archive), and two threads share one interpreter lock: the launch waited for both
+        # (spark-submit 0.4-0.85 s after the process started, 0.25 s with the wait), while the JVM's start, not
+        # the work beside it, is what the first Spark job waits for.
+        self._launching.wait(LAUNCH_WAIT_SECONDS)
 
     def session(self) -> "SparkSession":
         import signal
