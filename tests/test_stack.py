@@ -187,14 +187,22 @@ def test_a_column_call_is_one_gateway_round_trip_not_a_call_site_record(spark, m
     """pyspark 4 records the Python call site of every Column call in the JVM unless the session turns that off
     (``spark.python.sql.dataFrameDebugging.enabled``): ``F.col`` cost 13 gateway calls, a when/otherwise 25, and
     the merge builds its change sets from thousands of them."""
+    import threading
+
     import py4j.clientserver
     from pyspark.sql import functions as F
 
     F.col("a")  # pyspark reads the setting once, at the first call
     sent = []
     send = py4j.clientserver.ClientServerConnection.send_command
-    monkeypatch.setattr(py4j.clientserver.ClientServerConnection, "send_command",
-                        lambda self, command: sent.append(command) or send(self, command))
+    here = threading.current_thread()  # another thread's calls (an earlier test's still running) are not these
+
+    def counted(self, command):
+        if threading.current_thread() is here:
+            sent.append(command)
+        return send(self, command)
+
+    monkeypatch.setattr(py4j.clientserver.ClientServerConnection, "send_command", counted)
     column = F.col("a")
     F.when(column == 1, column).otherwise(column).alias("b")
     assert len(sent) <= 12, [c.split("\n")[:3] for c in sent]
