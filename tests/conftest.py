@@ -1,6 +1,8 @@
-"""Shared fixtures: one real Spark session per test run, a fresh deployment (catalog, warehouse, landing) per test.
+"""Shared fixtures: one real Spark session per test process, a fresh deployment (catalog, warehouse, landing) per
+test.
 
-A Spark JVM costs ~10 s to start, so the session is shared; each test gets its own ``LAKEHOUSE_HOME`` and its own
+A Spark JVM costs ~10 s to start, so the session is shared by a process's tests (``make test`` runs two processes,
+pytest-xdist, each test file in one of them); each test gets its own ``LAKEHOUSE_HOME`` and its own
 catalog name (registered in the running session), so tests never see each other's tables.
 """
 
