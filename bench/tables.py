@@ -17,7 +17,9 @@ fresh Iceberg tables, also in a fresh process (JVM start included). Printed, in 
   * steady state (``--steady``, no target): the same transactions without DDL in two halves; the first half is
                   backfilled, then the second half's run is timed: an incremental run into tables that hold
                   rows (small tables rewritten by shared write jobs, larger ones a MERGE each), over 204 tables
-                  / over 4 tables, and over 204 tables of distinct columns / over 4 tables
+                  / over 4 tables, over 204 tables of distinct columns / over 4 tables, and over 204 tables of
+                  which only 4 change (the others idle, as most tables of a changefeed are in a scheduled run)
+                  / over 4 tables
 
 The three cases share their transactions' shape: T transactions of 1-4 row changes (an insert, update, delete
 or primary-key change each; 2.75 row events a transaction on average: T = 100,000 gives the issue's 275k row
@@ -67,6 +69,7 @@ class Case:
     tables: int
     ddl: tuple[str, ...]
     distinct: bool = False  # every table beyond the first four with a column of its own (no shared layouts)
+    busy: int = 0  # with ``halves``: the second half touches only this many of the tables (0: all of them)
 
 
 @dataclass(frozen=True)
@@ -103,12 +106,14 @@ def generate(case: Case, directory: Path, seed: int = 24, halves: bool = False) 
     workload.resolve(final=True)
     ddl_at = {(k + 1) * case.transactions // (len(case.ddl) + 1): kind for k, kind in enumerate(case.ddl)}
     first: dict[int, list] = {}
+    only = None
     for i in range(case.transactions):
         if halves and i == case.transactions // 2:
             workload.resolve(final=True)
             first = encode_partitions(workload.new_events(), "open", max_batch_size=TICDC_BATCH)
             write_archive(directory / "first_half", TOPIC, first, records_per_batch=50, batches_per_segment=200)
-        workload.transaction(workload.rng.randint(1, 4))
+            only = sorted(workload.tables)[:case.busy] if case.busy else None
+        workload.transaction(workload.rng.randint(1, 4), only)
         if i in ddl_at:
             workload.scripted_ddl(ddl_at[i])
         if i % RESOLVE_EVERY == RESOLVE_EVERY - 1:
@@ -348,7 +353,7 @@ def report(results: dict[str, Measured], many_tables: int) -> str:
     return "\n".join(lines)
 
 
-def steady_report(few: Steady, many: Steady, distinct: Steady) -> str:
+def steady_report(few: Steady, many: Steady, distinct: Steady, idle: Steady) -> str:
     half = few.case.transactions // 2
 
     def line(label: str, m: Steady) -> str:
@@ -361,6 +366,8 @@ def steady_report(few: Steady, many: Steady, distinct: Steady) -> str:
         f"at most merge.rewrite_max_rows rows rewritten by shared write jobs, larger ones a MERGE each)",
         line(f"{distinct.case.tables} tables of distinct columns", distinct)
         + f"   ratio {distinct.run.seconds / few.run.seconds:.2f}x",
+        line(f"{idle.case.tables} tables, {idle.case.busy} changing", idle)
+        + f"   ratio {idle.run.seconds / few.run.seconds:.2f}x (each idle table: its watermark committed)",
     ])
 
 
@@ -397,9 +404,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               f"{m.backfill.seconds:.1f} s), plain append {m.append.seconds:.1f} s", flush=True)
     print(report(results, many_tables))
     if args.steady:
-        steady = [measure_steady(Case(f"steady_{tables}{'_distinct' if distinct else ''}", transactions, tables, (),
-                                      distinct=distinct), workdir)
-                  for tables, distinct in ((4, False), (many_tables, False), (many_tables, True))]
+        steady = [measure_steady(Case(f"steady_{tables}{'_distinct' if distinct else ''}{f'_busy{busy}' if busy else ''}",
+                                      transactions, tables, (), distinct=distinct, busy=busy), workdir)
+                  for tables, distinct, busy in ((4, False, 0), (many_tables, False, 0), (many_tables, True, 0),
+                                                 (many_tables, False, 4))]
         print(steady_report(*steady))
     if not args.workdir:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -18,7 +18,7 @@ import zlib
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from ticdc_lakehouse.core.model import (
     DELETE,
@@ -432,12 +432,14 @@ class Workload:
             table.unindex_key(key)
         return table.rows.pop(key)
 
-    def transaction(self, changes: int = 4) -> int:
-        """One upstream transaction of random inserts, updates, deletes and primary-key changes."""
+    def transaction(self, changes: int = 4, only: Optional[Sequence[str]] = None) -> int:
+        """One upstream transaction of random inserts, updates, deletes and primary-key changes; ``only``: the
+        tables it may touch (a changefeed whose other tables are idle), else any."""
         ts = self._next_ts()
         touched: set[tuple[str, tuple]] = set()
+        names = sorted(self.tables) if only is None else sorted(only)
         for _ in range(changes):
-            table = self.tables[self.rng.choice(sorted(self.tables))]
+            table = self.tables[self.rng.choice(names)]
             roll = self.rng.random()
             pick = self._picker(table, touched)
             if roll < 0.45 or pick is None:
