@@ -33,7 +33,7 @@ from ticdc_lakehouse.runtime.config import Settings
 from ticdc_lakehouse.decode import DecoderOptions
 from ticdc_lakehouse.decode.protocols import PROTOCOLS_WITH_MISSING_TS, resolved_ts_sink_option, uses_resolved_ts
 from ticdc_lakehouse.runtime.faults import fault_point
-from ticdc_lakehouse.runtime.parallel import map_at_most
+from ticdc_lakehouse.runtime.parallel import commits_at_once, map_at_most
 from ticdc_lakehouse.runtime.spark_session import ADAPTIVE, session_conf
 from ticdc_lakehouse.iceberg.commit import callback_session, ensure_callback_server
 from ticdc_lakehouse.iceberg.java_api import JavaIceberg
@@ -255,13 +255,17 @@ def apply_barriers(ctx: RunContext, plan: RunPlan, resolutions: list[HaltedTable
 
 def final_flush_tables(ctx: RunContext, tables: set[str]) -> list[tuple[str, str]]:
     """The tables the final flush visits: every table with rows (under its upstream names), then each other
-    existing table of the changefeed (no rows: only its watermark moves to the cut)."""
+    existing table of the changefeed (no rows: only its watermark moves to the cut).
+
+    The others are described (loaded from the catalog, kept for their flush) several at a time: most tables of a
+    scheduled run of a big changefeed have no rows, and one after the other their loads were a third of what
+    such a run spent on them (1,000 tables: 4.5 s of the main thread)."""
     final = [(stats.schema, stats.table) for _, stats in sorted(ctx.row_stats.items())]
-    for name in sorted(tables):
-        schema, _, table = name.partition(".")
-        if table_key(schema, table) not in ctx.row_stats and ctx.target(schema, table).exists:
-            final.append((schema, table))
-    return final
+    idle = [(schema, table) for schema, _, table in (name.partition(".") for name in sorted(tables))
+            if table_key(schema, table) not in ctx.row_stats]
+    described = map_at_most(lambda name: ctx.target(*name), idle, commits_at_once(ctx.settings.merge.parallel_tables),
+                            "describe")
+    return final + [name for name, target in zip(idle, described) if target.exists]
 
 
 def flush_concurrently(flush: Callable[[str, str, int], Optional[FlushResult]], tables: list[tuple[str, str]],
