@@ -14,8 +14,10 @@ fresh Iceberg tables, also in a fresh process (JVM start included). Printed, in 
                   databases: no two tables share their columns, few their column types)
   * throughput:   the 4-table run with DDL, events/s end to end                (target >= 25k/s at 275k events)
   * driver memory: peak RSS of the backfill's driver (its Python process + JVM), 4 vs 204 tables (flat in N)
-  * steady state (``--steady``, no target): the same transactions without DDL in two halves; the first half is
-                  backfilled, then the second half's run is timed: an incremental run into tables that hold
+  * steady state (``--steady``, or ``--only-steady`` without the cases above; no target): the same transactions
+                  without DDL in two halves; the first half is backfilled (not timed) and its lake saved, then
+                  the second half's run is timed ``--repeat`` times from that lake (in rounds over the cases,
+                  median): an incremental run into tables that hold
                   rows (small tables rewritten by shared write jobs, larger ones a MERGE each), over 204 tables
                   / over 4 tables, over 204 tables of distinct columns / over 4 tables, and over 204 tables of
                   which only 4 change (the others idle, as most tables of a changefeed are in a scheduled run)
@@ -30,7 +32,7 @@ machine hits every case alike, each into a fresh lake and checked value by value
 run's ratio moved by a tenth between runs of one commit). The plain appends run once.
 
 Usage: .venv/bin/python bench/tables.py [--quick] [--transactions 100000] [--many-tables 204] [--repeat 3]
-       [--steady] [--workdir DIR]
+       [--steady | --only-steady] [--workdir DIR]
 Settings come from the defaults and ``LAKEHOUSE__SECTION__KEY`` environment variables.
 """
 
@@ -249,24 +251,46 @@ class Steady:
     run: Timing
 
 
-def measure_steady(case: Case, workdir: Path) -> Steady:
-    """Backfill the first half (not timed), then time the run that lands and merges the second half; the lake
-    must then hold the case's final rows."""
+@dataclass(frozen=True)
+class SteadyPrepared:
+    """A steady case's topic in two halves and its lake after the first half (saved, restored before each run)."""
+
+    case: Case
+    directory: Path
+    row_events: int
+
+
+def _steady_command(directory: Path, archive: str) -> tuple[list[str], dict[str, str]]:
+    config = directory / "lakehouse.toml"
+    return ([sys.executable, "-m", "ticdc_lakehouse.commands.cli", "backfill", "--protocol", "open", "--format",
+             "json", "--archive", str(directory / archive)], deployment(directory / "lake", config))
+
+
+def prepare_steady(case: Case, workdir: Path) -> SteadyPrepared:
+    """Generate the case in halves and backfill the first half (not timed); the lake is then saved beside it."""
     directory = workdir / case.name
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
     row_events, _ = generate(case, directory, halves=True)
-    config = directory / "lakehouse.toml"
-    config.write_text("")
-    env = deployment(directory / "lake", config)
-    command = [sys.executable, "-m", "ticdc_lakehouse.commands.cli", "backfill", "--protocol", "open", "--format",
-               "json", "--archive"]
-    timed([*command, str(directory / "first_half")], env, directory / "first_half.log")
+    (directory / "lakehouse.toml").write_text("")
+    command, env = _steady_command(directory, "first_half")
+    timed(command, env, directory / "first_half.log")
     check_backfill(directory / "first_half.log")
-    run = timed([*command, str(directory / "archive")], env, directory / "backfill.log")
+    shutil.copytree(directory / "lake", directory / "lake.first_half", symlinks=True)
+    return SteadyPrepared(case, directory, row_events)
+
+
+def steady_once(prepared: SteadyPrepared) -> Timing:
+    """The lake as the first half left it (restored at the same path: its metadata names absolute paths), then
+    the timed run that lands and merges the second half; the lake must then hold the case's final rows."""
+    directory = prepared.directory
+    shutil.rmtree(directory / "lake", ignore_errors=True)
+    shutil.copytree(directory / "lake.first_half", directory / "lake", symlinks=True)
+    command, env = _steady_command(directory, "archive")
+    run = timed(command, env, directory / "backfill.log")
     check_backfill(directory / "backfill.log")
     verify(directory)
-    return Steady(case, row_events, run)
+    return run
 
 
 def check_backfill(log: Path) -> None:
@@ -360,7 +384,7 @@ def steady_report(few: Steady, many: Steady, distinct: Steady, idle: Steady) -> 
         return f"  {label:<30} {m.run.seconds:7.1f} s {m.row_events / m.run.seconds:>9,.0f} events/s"
 
     return "\n".join([
-        f"steady state, second run of {half:,} txns into tables holding the first half (no target):",
+        f"steady state, second run of {half:,} txns into tables holding the first half, median (no target):",
         line(f"{few.case.tables} tables", few),
         line(f"{many.case.tables} tables", many) + f"   ratio {many.run.seconds / few.run.seconds:.2f}x (tables of "
         f"at most merge.rewrite_max_rows rows rewritten by shared write jobs, larger ones a MERGE each)",
@@ -378,6 +402,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--many-tables", type=int, default=204)
     parser.add_argument("--steady", action="store_true",
                         help="also time an incremental run into tables that hold rows (4 and --many-tables tables)")
+    parser.add_argument("--only-steady", action="store_true",
+                        help="the steady-state runs alone (no backfill cases), e.g. with --many-tables 1000")
     parser.add_argument("--repeat", type=int, default=3,
                         help="backfills of each case, in rounds over the cases; the median is reported")
     parser.add_argument("--workdir", default=None, help="kept when given (else a temporary directory, removed)")
@@ -389,7 +415,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     transactions, many_tables = (300, 12) if args.quick else (args.transactions, args.many_tables)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench-tables-"))
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; workdir {workdir}", flush=True)
-    prepared = {name: prepare(case, workdir) for name, case in cases(transactions, many_tables).items()}
+    chosen = {} if args.only_steady else cases(transactions, many_tables)
+    prepared = {name: prepare(case, workdir) for name, case in chosen.items()}
     runs: dict[str, list[Timing]] = {name: [] for name in prepared}
     for _ in range(max(1, args.repeat)):  # rounds over every case: a slower minute of the machine hits them all
         for name, case in prepared.items():
@@ -402,13 +429,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         times = ", ".join(f"{t.seconds:.1f}" for t in runs[name])
         print(f"  {name}: {m.row_events:,} row events, {m.final_rows:,} final rows, backfill {times} s (median "
               f"{m.backfill.seconds:.1f} s), plain append {m.append.seconds:.1f} s", flush=True)
-    print(report(results, many_tables))
-    if args.steady:
-        steady = [measure_steady(Case(f"steady_{tables}{'_distinct' if distinct else ''}{f'_busy{busy}' if busy else ''}",
-                                      transactions, tables, (), distinct=distinct, busy=busy), workdir)
-                  for tables, distinct, busy in ((4, False, 0), (many_tables, False, 0), (many_tables, True, 0),
-                                                 (many_tables, False, 4))]
-        print(steady_report(*steady))
+    if results:
+        print(report(results, many_tables))
+    if args.steady or args.only_steady:
+        steady_cases = [Case(f"steady_{tables}{'_distinct' if distinct else ''}{f'_busy{busy}' if busy else ''}",
+                             transactions, tables, (), distinct=distinct, busy=busy)
+                        for tables, distinct, busy in ((4, False, 0), (many_tables, False, 0), (many_tables, True, 0),
+                                                       (many_tables, False, 4))]
+        ready = [prepare_steady(case, workdir) for case in steady_cases]
+        steady_runs: list[list[Timing]] = [[] for _ in ready]
+        for _ in range(max(1, args.repeat)):  # rounds, as for the backfills
+            for prepared_case, timings in zip(ready, steady_runs):
+                timings.append(steady_once(prepared_case))
+        print(steady_report(*[Steady(p.case, p.row_events, median_timing(t)) for p, t in zip(ready, steady_runs)]))
     if not args.workdir:
         shutil.rmtree(workdir, ignore_errors=True)
     return 0
