@@ -89,6 +89,29 @@ def test_the_projects_ddl_strings_are_read_without_the_jvm_as_spark_reads_them(s
     assert simple_row_schema(state.CHECKPOINTS_DDL) is None
 
 
+@pytest.mark.parametrize("timestamp_type", ["TIMESTAMP_LTZ", "TIMESTAMP_NTZ"])
+def test_the_control_tables_columns_are_read_as_the_session_s_parser_reads_them(spark_session, timestamp_type):
+    """The control tables' strings hold ``timestamp``, which Spark reads as the session's
+    ``spark.sql.timestampType``: ``session_row_schema`` reads them so, without the parser (a deployment's first run
+    created its control tables from them right after the session started)."""
+    from pyspark.sql.types import _parse_datatype_string
+
+    from ticdc_lakehouse.merge.below_cut import BELOW_CUT_DDL
+    from ticdc_lakehouse.runtime import state
+    from ticdc_lakehouse.runtime.local_frame import session_row_schema
+
+    before = spark_session.conf.get("spark.sql.timestampType")
+    spark_session.conf.set("spark.sql.timestampType", timestamp_type)
+    try:
+        for ddl in (state.CHECKPOINTS_DDL, state.DEAD_LETTERS_DDL, state.HELD_DDL, state.HALTED_DDL, BELOW_CUT_DDL,
+                    DDL):
+            assert session_row_schema(spark_session, ddl) == _parse_datatype_string(ddl), ddl
+        kind = type(session_row_schema(spark_session, DDL)["at"].dataType).__name__
+        assert kind == ("TimestampType" if timestamp_type == "TIMESTAMP_LTZ" else "TimestampNTZType")
+    finally:
+        spark_session.conf.set("spark.sql.timestampType", before)
+
+
 @pytest.mark.parametrize("ddl", ["a string NOT NULL", "a string COMMENT 'x'", "s struct<a:int>", "`a,b` string",
                                  "`open string", "a interval day", "a string,", "at timestamp"])
 def test_other_ddl_strings_go_to_spark_s_parser(spark_session, ddl):

@@ -11,8 +11,15 @@ pytestmark = pytest.mark.spark
 
 
 def test_a_first_run_reads_nothing_it_did_not_write_and_everything_it_did(spark, settings):
+    from pyspark.sql.types import _parse_datatype_string
+
+    from ticdc_lakehouse.runtime.state import CHECKPOINTS_DDL, HALTED_DDL
+
     store = StateStore(spark, settings.catalog_name)
     assert store.latest_checkpoint("shop") == Checkpoint("shop")
+    # created with the columns Spark's own CREATE TABLE of their DDL would give (timestamps as the session's)
+    for name, ddl in (("checkpoints", CHECKPOINTS_DDL), ("halted", HALTED_DDL)):
+        assert spark.table(store.table(name)).schema == _parse_datatype_string(ddl)
     assert store.halted("shop") == [] and store.holds("shop") == []
 
     store.halt("shop", "app", "orders", 120, "ALTER TABLE orders ...", "cannot apply")

@@ -305,11 +305,12 @@ class JavaIceberg:
             tx.commitTransaction()
         self._note(namespace, table, exists=True)
 
-    def create_plain_table(self, namespace: str, table: str, spark_ddl: str, properties: Mapping[str, str]) -> None:
-        """Create an unpartitioned table of the columns ``spark_ddl`` (``a string, b bigint``), converted as
-        Spark's own ``CREATE TABLE`` converts them, unless it exists: losing the race to another writer is
-        success (see ``create_namespace``)."""
-        struct = self.java("org.apache.spark.sql.types.StructType").fromDDL(spark_ddl)
+    def create_plain_table(self, namespace: str, table: str, columns, properties: Mapping[str, str]) -> None:
+        """Create an unpartitioned table of ``columns`` (a pyspark ``StructType``), converted as Spark's own
+        ``CREATE TABLE`` converts them, unless it exists: losing the race to another writer is success (see
+        ``create_namespace``). The columns reach the JVM as their JSON, not a DDL string for Spark's parser (see
+        ``local_frame.session_row_schema``)."""
+        struct = self.java("org.apache.spark.sql.types.DataType").fromJson(columns.json())
         schema = self.java("org.apache.iceberg.spark.SparkSchemaUtil").convert(struct)
         spec = self.java("org.apache.iceberg.PartitionSpec").unpartitioned()
         try:

@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterable, Optional
 
 from ticdc_lakehouse.iceberg import tables as iceberg_tables
-from ticdc_lakehouse.runtime.local_frame import local_frame
+from ticdc_lakehouse.runtime.local_frame import local_frame, session_row_schema
 from ticdc_lakehouse.core.sql_names import quote
 
 NAMESPACE = "_lakehouse"
@@ -102,19 +102,26 @@ class StateStore:
     def ensure(self) -> None:
         """Create the control tables a deployment lacks (its first run), through Iceberg's catalog API: as
         ``CREATE TABLE`` statements, Spark parsed, analysed and planned each (a second of a first run's critical
-        path for the five). Another process creating one at the same time is no error."""
+        path for the five). Another process creating one at the same time is no error.
+
+        Which exist is one listing of the namespace (``tableExists`` loads each table's metadata: five loads at
+        the start of every run), and the missing ones are created at once: each create is a catalog commit that
+        waits on its files more than on a core, on the path to a first run's first job."""
         if self._ensured:
             return
         ji = self._java()
         from ticdc_lakehouse.merge.below_cut import BELOW_CUT_DDL
+        from ticdc_lakehouse.runtime.parallel import map_at_most
 
         wanted = (("checkpoints", CHECKPOINTS_DDL), ("dead_letters", DEAD_LETTERS_DDL), ("halted", HALTED_DDL),
                   ("held", HELD_DDL), ("below_cut", BELOW_CUT_DDL))
-        missing = [(name, ddl) for name, ddl in wanted if not ji.table_exists(NAMESPACE, name)]
+        present = set(ji.list_tables(NAMESPACE))
+        missing = [(name, ddl) for name, ddl in wanted if name not in present]
         if missing:
             ji.create_namespace(NAMESPACE)  # unless it exists
-        for name, ddl in missing:
-            ji.create_plain_table(NAMESPACE, name, ddl, {"format-version": str(iceberg_tables.FORMAT_VERSION)})
+        properties = {"format-version": str(iceberg_tables.FORMAT_VERSION)}
+        map_at_most(lambda item: ji.create_plain_table(NAMESPACE, item[0], session_row_schema(self.spark, item[1]),
+                                                       properties), missing, len(wanted), "control")
         self._created = {name for name, _ in missing}
         self._ensured = True
 
