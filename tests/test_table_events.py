@@ -10,8 +10,9 @@ from ticdc_lakehouse.merge.table_events import TABLE_INDEX, TableRange, clustere
 
 pytestmark = pytest.mark.spark
 
-#: tables whose names differ in case from how the lake knows them, and a name with a dot (no ambiguity in the key)
-TABLES = [("Shop", f"Orders_{i:02}") for i in range(38)] + [("shop", "a.b"), ("shop.a", "b")]
+#: tables whose names differ in case from how the lake knows them, a name with a dot (no ambiguity in the key),
+#: and one not ASCII (its key lower-cased by Spark, not by Python)
+TABLES = [("Shop", f"Orders_{i:02}") for i in range(38)] + [("shop", "a.b"), ("shop.a", "b"), ("Shop", "Bücher")]
 EVENTS = 100 * len(TABLES)
 
 
@@ -62,7 +63,7 @@ def test_a_table_s_events_are_found_by_reading_its_own_batches_of_the_clustered_
         spark.conf.set("spark.sql.inMemoryColumnarStorage.batchSize", previous)
     try:
         # a table's events span at most two batches of each partition: at most four batches of 50 beyond its own
-        for schema, table in [("shop", "orders_03"), ("SHOP", "A.B"), ("Shop.A", "b")]:
+        for schema, table in [("shop", "orders_03"), ("SHOP", "A.B"), ("Shop.A", "b"), ("SHOP", "BÜCHER")]:
             expected, _ = _read_from_cache(table_rows(plain, schema, table, 0, 10_000))
             found, read = _read_from_cache(table_rows(clustered, schema, table, 0, 10_000))
             assert found == expected and len(found) == 100, (schema, table)
@@ -73,6 +74,11 @@ def test_a_table_s_events_are_found_by_reading_its_own_batches_of_the_clustered_
             found, read = _read_from_cache(tables_rows(clustered, ranges))
             assert found == expected and {index for _, index in found} == set(range(count)), count
             assert read <= 100 * count + 4 * 50, (count, read)
+        ranges = [TableRange("shop", "bücher", 150, 3_000), TableRange("shop", "orders_01", 150, 3_000)]
+        expected, _ = _read_from_cache(tables_rows(plain, ranges))
+        found, read = _read_from_cache(tables_rows(clustered, ranges))
+        assert found == expected and {index for _, index in found} == {0, 1}
+        assert read <= 200 + 4 * 50, read
         found, read = _read_from_cache(table_rows(clustered, "shop", "missing", 0, 10_000))
         assert found == set() and read <= 2 * 50  # at most the batch of each partition its key would sort into
     finally:

@@ -43,6 +43,14 @@ def _table_key(schema: str, table: str) -> Column:
     return F.concat_ws(_KEY_SEPARATOR, F.lower(F.lit(schema)), F.lower(F.lit(table)))
 
 
+def _table_key_text(schema: str, table: str) -> Optional[str]:
+    """``TABLE_KEY`` of a table as Python text, where Python lower-cases it as Spark does (ASCII names); None
+    for other names (``_table_key``: Spark's own lower-casing, whose rules for other letters may differ)."""
+    if not (schema.isascii() and table.isascii()):
+        return None
+    return f"{schema.lower()}{_KEY_SEPARATOR}{table.lower()}"
+
+
 #: the longest IN list Spark keeps as a list (``spark.sql.optimizer.inSetConversionThreshold``): above it a hash
 #: set, which a cached batch's bounds cannot rule out
 PRUNING_IN_LIST = 10
@@ -55,6 +63,14 @@ def _clustered_condition(events: DataFrame, tables: Sequence[tuple[str, str]]) -
     events without ``TABLE_KEY`` (not clustered: a test's frame)."""
     if TABLE_KEY not in events.columns or not tables:
         return F.lit(True)
+    texts = [_table_key_text(schema, table) for schema, table in tables]
+    if all(text is not None for text in texts):
+        # ASCII names, lower-cased here: a few gateway calls for any number of tables, where each table's key as a
+        # Spark expression cost eleven (2,244 of a 204-table run's 26,700). UTF-8 orders text as code points do,
+        # so the least and greatest keys are Spark's too.
+        if len(texts) <= PRUNING_IN_LIST:
+            return F.col(TABLE_KEY).isin(texts)
+        return F.col(TABLE_KEY).between(min(texts), max(texts))
     keys = [_table_key(schema, table) for schema, table in tables]
     if len(keys) <= PRUNING_IN_LIST:
         return F.col(TABLE_KEY).isin(keys)
