@@ -351,9 +351,41 @@ def row(label: str, m: Measured) -> str:
             f"{a.seconds:>8.1f} s {b.seconds / a.seconds:>6.1f}x {b.peak_mb:>8,.0f} MB")
 
 
-def report(results: dict[str, Measured], many_tables: int) -> str:
+#: the order of a round's backfills (every other round the reverse): the 4-table run with DDL, the baseline of two
+#: ratios, sits beside both runs it is compared with (and the run without DDL beside it)
+ROUND_ORDER = ("no_ddl", "ddl", "many", "distinct")
+
+#: each ratio the report prints: (case, its baseline)
+RATIOS = {"ddl": ("ddl", "no_ddl"), "tables": ("many", "ddl"), "distinct": ("distinct", "ddl")}
+
+
+def round_order(names: Sequence[str], round_number: int) -> list[str]:
+    """The cases of one round in ``ROUND_ORDER``, reversed every other round (ABBA): a machine that drifts faster or
+    slower over a round favours the early cases in one round and the late ones in the next."""
+    ordered = [name for name in ROUND_ORDER if name in names] + [name for name in names if name not in ROUND_ORDER]
+    return ordered if round_number % 2 == 0 else ordered[::-1]
+
+
+def paired_ratio(runs: dict[str, list[Timing]], case: str, baseline: str) -> tuple[float, list[float]]:
+    """The median over the rounds of each round's ``case`` / ``baseline`` backfill, and those per-round ratios.
+
+    Why not the ratio of the medians: the machine's speed here drifts by a third within minutes, and each median
+    may come from a different minute (three rounds of 20k transactions gave 1.63x as the ratio of the medians while
+    three interleaved pairs of the same code gave 1.08-1.41x). Within a round the two runs are minutes apart at
+    most, so a round's ratio compares like with like."""
+    ratios = [c.seconds / b.seconds for c, b in zip(runs[case], runs[baseline])]
+    ordered = sorted(ratios)
+    return ordered[(len(ordered) - 1) // 2], ratios
+
+
+def report(results: dict[str, Measured], many_tables: int, runs: dict[str, list[Timing]]) -> str:
     ddl, no_ddl, many, distinct = results["ddl"], results["no_ddl"], results["many"], results["distinct"]
     t = ddl.case.transactions
+
+    def ratio(name: str) -> str:
+        median, each = paired_ratio(runs, *RATIOS[name])
+        return f"{median:5.2f}x (rounds {', '.join(f'{r:.2f}' for r in each)})"
+
     lines = [
         f"{'workload (Open Protocol, 3 partitions, TiCDC batching)':<44} {'events':>8} {'backfill':>10} "
         f"{'events/s':>9} {'append':>10} {'/append':>7} {'peak RSS':>11}",
@@ -362,11 +394,12 @@ def report(results: dict[str, Measured], many_tables: int) -> str:
         row(f"{t:,} txns, {many_tables} tables, six DDL", many),
         row(f"{t:,} txns, {many_tables} tables of distinct columns", distinct),
         "",
-        f"ratio DDL (six DDL / no DDL):        {ddl.backfill.seconds / no_ddl.backfill.seconds:5.2f}x "
+        "ratios: the median of each round's ratio (its two backfills minutes apart at most)",
+        f"ratio DDL (six DDL / no DDL):        {ratio('ddl')} "
         f"(target <= {TARGETS['ddl']}x; plain appends {ddl.append.seconds / no_ddl.append.seconds:.2f}x)",
-        f"ratio many tables ({many_tables} / 4):         {many.backfill.seconds / ddl.backfill.seconds:5.2f}x "
+        f"ratio many tables ({many_tables} / 4):         {ratio('tables')} "
         f"(target <= {TARGETS['tables']}x; plain appends {many.append.seconds / ddl.append.seconds:.2f}x)",
-        f"  of distinct columns:               {distinct.backfill.seconds / ddl.backfill.seconds:5.2f}x "
+        f"  of distinct columns:               {ratio('distinct')} "
         f"(target <= {TARGETS['tables']}x; plain appends {distinct.append.seconds / ddl.append.seconds:.2f}x)",
         f"events/s, 4 tables with DDL:         {ddl.row_events / ddl.backfill.seconds:7,.0f} "
         f"(target >= {TARGETS['events_per_s']:,}/s at 275k events; plain append "
@@ -418,9 +451,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     chosen = {} if args.only_steady else cases(transactions, many_tables)
     prepared = {name: prepare(case, workdir) for name, case in chosen.items()}
     runs: dict[str, list[Timing]] = {name: [] for name in prepared}
-    for _ in range(max(1, args.repeat)):  # rounds over every case: a slower minute of the machine hits them all
-        for name, case in prepared.items():
-            runs[name].append(backfill_once(case))
+    for number in range(max(1, args.repeat)):  # rounds over every case: a slower minute of the machine hits them all
+        for name in round_order(list(prepared), number):
+            runs[name].append(backfill_once(prepared[name]))
     results = {}
     for name, case in prepared.items():
         results[name] = Measured(case.case, case.row_events, case.final_rows, median_timing(runs[name]),
@@ -430,7 +463,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"  {name}: {m.row_events:,} row events, {m.final_rows:,} final rows, backfill {times} s (median "
               f"{m.backfill.seconds:.1f} s), plain append {m.append.seconds:.1f} s", flush=True)
     if results:
-        print(report(results, many_tables))
+        print(report(results, many_tables, runs))
     if args.steady or args.only_steady:
         steady_cases = [Case(f"steady_{tables}{'_distinct' if distinct else ''}{f'_busy{busy}' if busy else ''}",
                              transactions, tables, (), distinct=distinct, busy=busy)

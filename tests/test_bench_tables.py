@@ -85,6 +85,20 @@ def test_the_median_of_a_case_s_backfills_is_reported():
     assert tables.median_timing(runs) == tables.Timing(8.0, 200.0)
 
 
+def test_ratios_compare_the_runs_of_one_round_and_rounds_alternate_their_order():
+    """A ratio is the median of each round's own ratio, not the ratio of medians that may come from different
+    minutes of a drifting machine; the rounds run their cases in one order, then the reverse."""
+    tables = _bench_tables()
+    runs = {"ddl": [tables.Timing(s, 0.0) for s in (10.0, 20.0, 11.0)],
+            "many": [tables.Timing(s, 0.0) for s in (12.0, 22.0, 30.0)]}
+    median, each = tables.paired_ratio(runs, "many", "ddl")
+    assert each == [1.2, 1.1, 30.0 / 11.0] and median == 1.2  # the ratio of the medians would say 22/11 = 2.0
+    names = ["ddl", "no_ddl", "many", "distinct"]
+    assert tables.round_order(names, 0) == ["no_ddl", "ddl", "many", "distinct"]
+    assert tables.round_order(names, 1) == ["distinct", "many", "ddl", "no_ddl"]
+    assert tables.round_order(["steady_4"], 1) == ["steady_4"]
+
+
 def test_a_transaction_limited_to_some_tables_changes_only_those():
     """The steady case of idle tables (``busy``) relies on it: its second half changes 4 tables of 204."""
     from ticdc_lakehouse.core.model import RowChange
