@@ -344,3 +344,14 @@ def test_tables_of_distinct_columns_written_as_slots_equal_upstream_in_every_pro
         placed = spark_session.sql(f"SELECT {catalog}.system.bucket(16, `{key}`) AS b, _partition AS p "
                                    f"FROM {catalog}.{table.schema}.{name}").collect()
         assert placed and all(r["b"] == r["p"][0] for r in placed), name
+
+
+def test_a_write_task_s_worker_imports_no_planning_code():
+    """A write task's Python worker imports the writer's module and what it imports: not the planning modules'
+    type library (pyiceberg, pydantic: 0.18 s of imports in each worker at the start of the write jobs)."""
+    code = ("import sys, ticdc_lakehouse.merge.batch_write; "
+            "print(sorted(m for m in ('pyiceberg', 'pydantic', 'ticdc_lakehouse.core.mysql_types', "
+            "'ticdc_lakehouse.merge.changes', 'ticdc_lakehouse.merge.batch_rewrite') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -28,21 +28,12 @@ from pyspark.sql import functions as F
 
 from ticdc_lakehouse.core.sql_names import qualified, quote
 from ticdc_lakehouse.iceberg.columns import TargetColumn
-from ticdc_lakehouse.merge.changes import OP, PRESENT
+from ticdc_lakehouse.merge.frame_columns import (DROPPED, LAST_UPDATED, LINEAGE_FIELD_IDS, OP, PRESENT, REMOVED, ROW_ID,
+                                                  WRITTEN)
 from ticdc_lakehouse.merge.table_events import TABLE_INDEX
 
-#: 1 on a row a change wrote (an insert or update), else 0: the writer counts it as the table's rows written
-WRITTEN = "_lakehouse_written"
-#: 1 on a table row a change replaced or deleted, else 0: the writer counts it as the table's rows removed
-REMOVED = "_lakehouse_removed"
-#: true on a row a delete removed: counted, never written
-DROPPED = "_lakehouse_dropped"
 #: the columns a rewrite's rows carry to the writer beside the table's own (and the lineage fields, if any)
 CARRIED = (TABLE_INDEX, WRITTEN, REMOVED, DROPPED)
-#: Iceberg's row-lineage fields (format v3) and their reserved field ids (``MetadataColumns``)
-ROW_ID = "_row_id"
-LAST_UPDATED = "_last_updated_sequence_number"
-LINEAGE_FIELD_IDS = {ROW_ID: 2147483540, LAST_UPDATED: 2147483539}
 
 
 @dataclass(frozen=True)

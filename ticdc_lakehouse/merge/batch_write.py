@@ -35,8 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Optional, Sequence
 
 from ticdc_lakehouse.core.sql_names import quote
-from ticdc_lakehouse.merge.batch_rewrite import DROPPED, LINEAGE_FIELD_IDS, REMOVED, WRITTEN
-from ticdc_lakehouse.merge.changes import OP
+from ticdc_lakehouse.merge.frame_columns import DROPPED, LINEAGE_FIELD_IDS, OP, REMOVED, WRITTEN
 from ticdc_lakehouse.merge.table_events import TABLE_INDEX
 from ticdc_lakehouse.runtime.local_frame import row_schema
 

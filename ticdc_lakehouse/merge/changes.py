@@ -22,10 +22,8 @@ from ticdc_lakehouse.iceberg.columns import TargetColumn, mysql_base
 from ticdc_lakehouse.merge.table_events import TABLE_INDEX, TableRange, carry_renames, table_rows, tables_rows
 from ticdc_lakehouse.merge.value_checks import guarded, name_sql, raw_sql, table_mark, text_problem, try_cast_sql
 from ticdc_lakehouse.core.model import DELETE, UPDATE
-from ticdc_lakehouse.core.sql_names import quote, sql_string
-
-OP = "_op"
-PRESENT = "_present_"  # prefix of the per-column "value was sent" flags
+from ticdc_lakehouse.core.sql_names import sql_string
+from ticdc_lakehouse.merge.frame_columns import OP, PRESENT
 
 
 #: an ENUM index or SET bitmask as row events carry it, and as tables typed without the members store it
