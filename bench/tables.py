@@ -410,21 +410,26 @@ def report(results: dict[str, Measured], many_tables: int, runs: dict[str, list[
     return "\n".join(lines)
 
 
-def steady_report(few: Steady, many: Steady, distinct: Steady, idle: Steady) -> str:
+def steady_report(few: Steady, many: Steady, distinct: Steady, idle: Steady, runs: dict[str, list[Timing]]) -> str:
+    """The steady cases' medians, and each one's ratio to the 4-table case as the median of the rounds' own ratios
+    (``paired_ratio``; ``runs``: each case's timings by its name, round by round)."""
     half = few.case.transactions // 2
 
     def line(label: str, m: Steady) -> str:
         return f"  {label:<30} {m.run.seconds:7.1f} s {m.row_events / m.run.seconds:>9,.0f} events/s"
 
+    def ratio(m: Steady) -> str:
+        median, each = paired_ratio(runs, m.case.name, few.case.name)
+        return f"   ratio {median:.2f}x (rounds {', '.join(f'{r:.2f}' for r in each)})"
+
     return "\n".join([
         f"steady state, second run of {half:,} txns into tables holding the first half, median (no target):",
         line(f"{few.case.tables} tables", few),
-        line(f"{many.case.tables} tables", many) + f"   ratio {many.run.seconds / few.run.seconds:.2f}x (tables of "
-        f"at most merge.rewrite_max_rows rows rewritten by shared write jobs, larger ones a MERGE each)",
-        line(f"{distinct.case.tables} tables of distinct columns", distinct)
-        + f"   ratio {distinct.run.seconds / few.run.seconds:.2f}x",
-        line(f"{idle.case.tables} tables, {idle.case.busy} changing", idle)
-        + f"   ratio {idle.run.seconds / few.run.seconds:.2f}x (each idle table: its watermark committed)",
+        line(f"{many.case.tables} tables", many) + ratio(many) + " (tables of at most merge.rewrite_max_rows rows "
+        "rewritten by shared write jobs, larger ones a MERGE each)",
+        line(f"{distinct.case.tables} tables of distinct columns", distinct) + ratio(distinct),
+        line(f"{idle.case.tables} tables, {idle.case.busy} changing", idle) + ratio(idle)
+        + " (each idle table: its watermark committed)",
     ])
 
 
@@ -469,12 +474,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              transactions, tables, (), distinct=distinct, busy=busy)
                         for tables, distinct, busy in ((4, False, 0), (many_tables, False, 0), (many_tables, True, 0),
                                                        (many_tables, False, 4))]
-        ready = [prepare_steady(case, workdir) for case in steady_cases]
-        steady_runs: list[list[Timing]] = [[] for _ in ready]
-        for _ in range(max(1, args.repeat)):  # rounds, as for the backfills
-            for prepared_case, timings in zip(ready, steady_runs):
-                timings.append(steady_once(prepared_case))
-        print(steady_report(*[Steady(p.case, p.row_events, median_timing(t)) for p, t in zip(ready, steady_runs)]))
+        ready = {case.name: prepare_steady(case, workdir) for case in steady_cases}
+        steady_runs: dict[str, list[Timing]] = {name: [] for name in ready}
+        for number in range(max(1, args.repeat)):  # rounds, as for the backfills (every other one reversed)
+            for name in round_order(list(ready), number):
+                steady_runs[name].append(steady_once(ready[name]))
+        print(steady_report(*[Steady(p.case, p.row_events, median_timing(steady_runs[name]))
+                              for name, p in ready.items()], runs=steady_runs))
     if not args.workdir:
         shutil.rmtree(workdir, ignore_errors=True)
     return 0
