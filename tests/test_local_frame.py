@@ -112,6 +112,19 @@ def test_the_control_tables_columns_are_read_as_the_session_s_parser_reads_them(
         spark_session.conf.set("spark.sql.timestampType", before)
 
 
+def test_a_string_without_timestamp_does_not_ask_the_session():
+    """Each question to the session is a gateway call, and most frames' strings hold no ``timestamp``."""
+    from ticdc_lakehouse.runtime.local_frame import session_row_schema
+
+    class Unasked:
+        class conf:
+            @staticmethod
+            def get(*_):
+                raise AssertionError("the session was asked")
+
+    assert [f.name for f in session_row_schema(Unasked, "name string, ts bigint").fields] == ["name", "ts"]
+
+
 @pytest.mark.parametrize("ddl", ["a string NOT NULL", "a string COMMENT 'x'", "s struct<a:int>", "`a,b` string",
                                  "`open string", "a interval day", "a string,", "at timestamp"])
 def test_other_ddl_strings_go_to_spark_s_parser(spark_session, ddl):

@@ -63,17 +63,15 @@ def _clustered_condition(events: DataFrame, tables: Sequence[tuple[str, str]]) -
     events without ``TABLE_KEY`` (not clustered: a test's frame)."""
     if TABLE_KEY not in events.columns or not tables:
         return F.lit(True)
+    # ASCII names, lower-cased here: a few gateway calls for any number of tables, where each table's key as a
+    # Spark expression cost eleven (2,244 of a 204-table run's 26,700)
     texts = [_table_key_text(schema, table) for schema, table in tables]
-    if all(text is not None for text in texts):
-        # ASCII names, lower-cased here: a few gateway calls for any number of tables, where each table's key as a
-        # Spark expression cost eleven (2,244 of a 204-table run's 26,700). UTF-8 orders text as code points do,
-        # so the least and greatest keys are Spark's too.
-        if len(texts) <= PRUNING_IN_LIST:
-            return F.col(TABLE_KEY).isin(texts)
-        return F.col(TABLE_KEY).between(min(texts), max(texts))
-    keys = [_table_key(schema, table) for schema, table in tables]
+    in_python = all(text is not None for text in texts)
+    keys = texts if in_python else [_table_key(schema, table) for schema, table in tables]
     if len(keys) <= PRUNING_IN_LIST:
         return F.col(TABLE_KEY).isin(keys)
+    if in_python:  # UTF-8 orders text as code points do: the least and greatest keys are Spark's too
+        return F.col(TABLE_KEY).between(min(texts), max(texts))
     return F.col(TABLE_KEY).between(F.least(*keys), F.greatest(*keys))
 
 

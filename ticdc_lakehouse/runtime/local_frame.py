@@ -48,14 +48,18 @@ def session_row_schema(spark: Any, ddl: str) -> Any:
 
     Why: the control tables' strings hold ``timestamp``. A deployment's first run created its five control tables
     from them through Spark's parser (``StructType.fromDDL``) right after the session started, before its first
-    job: 0.36-0.43 s in a fresh driver (the parser's first use), against 0.03 s through the schemas' JSON."""
-    timestamp = SESSION_TIMESTAMPS.get(str(spark.conf.get("spark.sql.timestampType", "TIMESTAMP_LTZ")).upper())
-    schema = _session_row_schema(ddl, timestamp) if timestamp is not None else None
+    job: 0.36-0.43 s in a fresh driver (the parser's first use), against 0.03 s through the schemas' JSON. The
+    session is asked only for a string that holds ``timestamp``: most frames' strings do not, and each question is a
+    gateway call."""
+    schema = _simple_row_schema(ddl, None)
+    if schema is None:
+        timestamp = SESSION_TIMESTAMPS.get(str(spark.conf.get("spark.sql.timestampType", "TIMESTAMP_LTZ")).upper())
+        schema = _simple_row_schema(ddl, timestamp) if timestamp is not None else None
     return schema if schema is not None else row_schema(ddl)
 
 
 @lru_cache(maxsize=256)
-def _session_row_schema(ddl: str, timestamp: str) -> Any:
+def _simple_row_schema(ddl: str, timestamp: Optional[str]) -> Any:
     return simple_row_schema(ddl, timestamp)
 
 
