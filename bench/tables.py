@@ -49,7 +49,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -378,13 +378,28 @@ def paired_ratio(runs: dict[str, list[Timing]], case: str, baseline: str) -> tup
     return ordered[(len(ordered) - 1) // 2], ratios
 
 
+def ratio_text(runs: dict[str, list[Timing]], case: str, baseline: str) -> str:
+    """``paired_ratio`` as the reports print it: the median, then each round's ratio."""
+    median, each = paired_ratio(runs, case, baseline)
+    return f"{median:.2f}x (rounds {', '.join(f'{r:.2f}' for r in each)})"
+
+
+def in_rounds(prepared: dict[str, Any], once: Callable[[Any], Timing], repeat: int) -> dict[str, list[Timing]]:
+    """``once`` of every prepared case, ``repeat`` rounds over the cases (``round_order``): each case's timings,
+    round by round, so that ``paired_ratio`` compares the runs of one round."""
+    runs: dict[str, list[Timing]] = {name: [] for name in prepared}
+    for number in range(max(1, repeat)):  # a slower minute of the machine hits every case of its round
+        for name in round_order(list(prepared), number):
+            runs[name].append(once(prepared[name]))
+    return runs
+
+
 def report(results: dict[str, Measured], many_tables: int, runs: dict[str, list[Timing]]) -> str:
     ddl, no_ddl, many, distinct = results["ddl"], results["no_ddl"], results["many"], results["distinct"]
     t = ddl.case.transactions
 
     def ratio(name: str) -> str:
-        median, each = paired_ratio(runs, *RATIOS[name])
-        return f"{median:5.2f}x (rounds {', '.join(f'{r:.2f}' for r in each)})"
+        return ratio_text(runs, *RATIOS[name])
 
     lines = [
         f"{'workload (Open Protocol, 3 partitions, TiCDC batching)':<44} {'events':>8} {'backfill':>10} "
@@ -419,8 +434,7 @@ def steady_report(few: Steady, many: Steady, distinct: Steady, idle: Steady, run
         return f"  {label:<30} {m.run.seconds:7.1f} s {m.row_events / m.run.seconds:>9,.0f} events/s"
 
     def ratio(m: Steady) -> str:
-        median, each = paired_ratio(runs, m.case.name, few.case.name)
-        return f"   ratio {median:.2f}x (rounds {', '.join(f'{r:.2f}' for r in each)})"
+        return f"   ratio {ratio_text(runs, m.case.name, few.case.name)}"
 
     return "\n".join([
         f"steady state, second run of {half:,} txns into tables holding the first half, median (no target):",
@@ -455,10 +469,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; workdir {workdir}", flush=True)
     chosen = {} if args.only_steady else cases(transactions, many_tables)
     prepared = {name: prepare(case, workdir) for name, case in chosen.items()}
-    runs: dict[str, list[Timing]] = {name: [] for name in prepared}
-    for number in range(max(1, args.repeat)):  # rounds over every case: a slower minute of the machine hits them all
-        for name in round_order(list(prepared), number):
-            runs[name].append(backfill_once(prepared[name]))
+    runs = in_rounds(prepared, backfill_once, args.repeat)
     results = {}
     for name, case in prepared.items():
         results[name] = Measured(case.case, case.row_events, case.final_rows, median_timing(runs[name]),
@@ -475,10 +486,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         for tables, distinct, busy in ((4, False, 0), (many_tables, False, 0), (many_tables, True, 0),
                                                        (many_tables, False, 4))]
         ready = {case.name: prepare_steady(case, workdir) for case in steady_cases}
-        steady_runs: dict[str, list[Timing]] = {name: [] for name in ready}
-        for number in range(max(1, args.repeat)):  # rounds, as for the backfills (every other one reversed)
-            for name in round_order(list(ready), number):
-                steady_runs[name].append(steady_once(ready[name]))
+        steady_runs = in_rounds(ready, steady_once, args.repeat)
         print(steady_report(*[Steady(p.case, p.row_events, median_timing(steady_runs[name]))
                               for name, p in ready.items()], runs=steady_runs))
     if not args.workdir:

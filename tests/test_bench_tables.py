@@ -97,6 +97,17 @@ def test_ratios_compare_the_runs_of_one_round_and_rounds_alternate_their_order()
     assert tables.round_order(names, 0) == ["no_ddl", "ddl", "many", "distinct"]
     assert tables.round_order(names, 1) == ["distinct", "many", "ddl", "no_ddl"]
     assert tables.round_order(["steady_4"], 1) == ["steady_4"]
+    calls = []
+
+    def once(name):
+        calls.append(name)
+        return tables.Timing(float(len(calls)), 0.0)
+
+    runs = tables.in_rounds({"many": "many", "ddl": "ddl"}, once, 2)
+    assert calls == ["ddl", "many", "many", "ddl"]
+    assert runs == {"many": [tables.Timing(2.0, 0.0), tables.Timing(3.0, 0.0)],
+                    "ddl": [tables.Timing(1.0, 0.0), tables.Timing(4.0, 0.0)]}
+    assert tables.ratio_text(runs, "many", "ddl") == "0.75x (rounds 2.00, 0.75)"
 
 
 def test_a_transaction_limited_to_some_tables_changes_only_those():
