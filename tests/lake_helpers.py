@@ -114,3 +114,19 @@ def run_concurrently(target: Callable[[int], None], count: int) -> None:
         thread.start()
     for thread in threads:
         thread.join()
+
+
+def bench_module(name: str):
+    """The benchmark script ``bench/<name>.py`` as a module, for its pure functions; the entries it adds to
+    ``sys.path`` to run as a script (the repo, ``bench/``) are taken out again, so that no later test of the
+    process imports a bench script by accident."""
+    import importlib
+    import sys
+
+    bench = str(Path(__file__).resolve().parents[1] / "bench")
+    before = list(sys.path)
+    sys.path.insert(0, bench)
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path[:] = before

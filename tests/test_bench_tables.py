@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.lake_helpers import bench_module
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -37,15 +39,6 @@ def test_quick_run_prints_every_case_and_ratio(tmp_path):
         assert re.search(rf":\s+{number}x? ", line), line
 
 
-def _bench_tables():
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import tables
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
-    return tables
-
-
 def test_verify_checks_every_value_not_only_the_keys(tmp_path):
     """The bench's check of a backfilled lake fails on one wrong value (a run that is fast because it is wrong is no
     figure), and passes on the same rows in another order, read as the lake's types (base64 for binary)."""
@@ -55,7 +48,7 @@ def test_verify_checks_every_value_not_only_the_keys(tmp_path):
     import pyarrow.parquet as pq
     from pyiceberg.catalog.sql import SqlCatalog
 
-    tables = _bench_tables()
+    tables = bench_module("tables")
     (tmp_path / "final").mkdir()
     (tmp_path / "lake" / "warehouse").mkdir(parents=True)
     (tmp_path / "final" / "types.json").write_text(json.dumps({"t": {"id": "int", "amount": "decimal(5,2)",
@@ -80,7 +73,7 @@ def test_verify_checks_every_value_not_only_the_keys(tmp_path):
 
 
 def test_the_median_of_a_case_s_backfills_is_reported():
-    tables = _bench_tables()
+    tables = bench_module("tables")
     runs = [tables.Timing(s, m) for s, m in ((9.0, 100.0), (7.0, 300.0), (8.0, 200.0))]
     assert tables.median_timing(runs) == tables.Timing(8.0, 200.0)
 
@@ -88,7 +81,7 @@ def test_the_median_of_a_case_s_backfills_is_reported():
 def test_ratios_compare_the_runs_of_one_round_and_rounds_alternate_their_order():
     """A ratio is the median of each round's own ratio, not the ratio of medians that may come from different
     minutes of a drifting machine; the rounds run their cases in one order, then the reverse."""
-    tables = _bench_tables()
+    tables = bench_module("tables")
     runs = {"ddl": [tables.Timing(s, 0.0) for s in (10.0, 20.0, 11.0)],
             "many": [tables.Timing(s, 0.0) for s in (12.0, 22.0, 30.0)]}
     median, each = tables.paired_ratio(runs, "many", "ddl")
