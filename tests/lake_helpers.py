@@ -1,7 +1,10 @@
-"""Helpers for tests that compare lake tables with the simulated upstream (``ticdc_lakehouse.sim.workload``)."""
+"""Helpers for tests that compare lake tables with the simulated upstream (``ticdc_lakehouse.sim.workload``), and
+for the tests of the benchmark scripts (``bench_module``)."""
 
 from __future__ import annotations
 
+import importlib
+import sys
 import threading
 from pathlib import Path
 from typing import Any, Callable
@@ -120,9 +123,6 @@ def bench_module(name: str):
     """The benchmark script ``bench/<name>.py`` as a module, for its pure functions; the entries it adds to
     ``sys.path`` to run as a script (the repo, ``bench/``) are taken out again, so that no later test of the
     process imports a bench script by accident."""
-    import importlib
-    import sys
-
     bench = str(Path(__file__).resolve().parents[1] / "bench")
     before = list(sys.path)
     sys.path.insert(0, bench)
