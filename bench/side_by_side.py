@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -115,11 +115,11 @@ class TreeCpu:
 
 @dataclass(frozen=True)
 class Variant:
-    """What one side runs: the checkout whose code it runs, and its config file."""
+    """What one side runs: the checkout whose code it runs, and its config file (None: the embedded defaults)."""
 
     label: str
     root: Path
-    config: Path
+    config: Optional[Path]
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,7 @@ def run_pair(variants: Sequence[Variant], prepared: "tables.Prepared", number: i
         home = directory / f"pair{number}_{variant.label}"
         shutil.rmtree(home, ignore_errors=True)
         log = directory / f"pair{number}_{variant.label}.log"
-        env = tables.deployment(home, variant.config)
+        env = tables.deployment(home, variant.config or directory / "lakehouse.toml")
         env["PYTHONPATH"] = str(variant.root)
         command = [sys.executable, "-m", "ticdc_lakehouse.commands.cli", "backfill", "--archive",
                    str(directory / "archive"), "--protocol", "open", "--format", "json"]
@@ -190,13 +190,12 @@ def summary(pairs: Sequence[Sequence[Run]]) -> str:
 
 
 def _variant(parser: argparse.ArgumentParser, label: str, root: Optional[str], config: Optional[str]) -> Variant:
-    """A side as the options give it, checked before any work; without a config file, the embedded defaults (an
-    empty file, written by ``main`` into the workdir)."""
+    """A side as the options give it, checked before any work."""
     directory = Path(root).resolve() if root else ROOT
     if not (directory / "ticdc_lakehouse").is_dir():
         parser.error(f"--{label.lower()}-root {directory}: not a checkout of this project (no ticdc_lakehouse/)")
-    path = Path(config).resolve() if config else Path(f"{label}.toml")
-    if config and not path.is_file():
+    path = Path(config).resolve() if config else None
+    if path is not None and not path.is_file():
         parser.error(f"--{label.lower()}-config {path}: no such file")
     return Variant(label, directory, path)
 
@@ -217,10 +216,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench-side-by-side-"))
     workdir.mkdir(parents=True, exist_ok=True)
     try:
-        for index, variant in enumerate(variants):
-            if not variant.config.is_absolute():  # no config file given: the embedded defaults
-                (workdir / variant.config).write_text("")
-                variants[index] = Variant(variant.label, variant.root, workdir / variant.config)
+        defaults = workdir / "defaults.toml"
+        defaults.write_text("")  # no setting: the embedded defaults
+        variants = [variant if variant.config else replace(variant, config=defaults) for variant in variants]
         prepared = tables.prepare(tables.Case("ddl", args.transactions, 4, tables.SIX_DDL), workdir)
         print(f"{prepared.row_events:,} row events over 4 tables, six DDL; workdir {workdir}", flush=True)
         for variant in variants:
