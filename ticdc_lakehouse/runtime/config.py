@@ -189,8 +189,8 @@ class SparkSection(Section):
     class_archive: bool = True  # map the driver JVM's class archive built by setup (see jvm_archive)
     #: extra driver JVM options; the default compiles with C1 only (see spark_session), with the code cache the JVM
     #: reserves when C2 is on: C1 alone gets 48 MB, which a run of a few hundred tables' MERGEs filled, and then
-    #: the JVM stopped compiling for the rest of the run
-    driver_java_options: str = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+    #: the JVM stopped compiling for the rest of the run; and collects with the parallel (throughput) collector
+    driver_java_options: str = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseParallelGC"
 
 
 #: what a message that cannot be decoded does: "dead-letter" (record it, go on) or "hold" (stop its partition

@@ -177,7 +177,9 @@ def spark_plan(settings: Settings, app_name: Optional[str] = None) -> SparkPlan:
     # run, even with ten times higher Tier4 thresholds), on the cores the work needs, and the run ended before
     # that code paid back. C1 alone: about a third less CPU and a fifth less wall time for runs of 55k events,
     # the same for a 1M-event merge (bench/merge.py, interleaved runs). Only the driver's JVM: a cluster's
-    # executors live long.
+    # executors live long. The parallel collector, not the JVM's default G1: a run is a batch job, whose
+    # throughput counts and whose pauses do not, and G1's concurrent work and write barriers cost a 275k-event
+    # backfill 2% of its CPU and a 1.1M-event one 6% (bench/side_by_side.py, pairs started together).
     tuning = spark.driver_java_options
     conf: dict[str, str] = {
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
