@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -68,17 +68,17 @@ def _stat_fields(text: str) -> tuple[str, list[str]]:
     return text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2:].split()
 
 
-def _children(pid: int) -> list[int]:
-    found = []
+def _children_by_parent() -> dict[int, list[int]]:
+    """Every process's children, from one pass over ``/proc``."""
+    children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 _, fields = _stat_fields(Path(f"/proc/{entry}/stat").read_text())
             except OSError:  # gone meanwhile
                 continue
-            if int(fields[1]) == pid:
-                found.append(int(entry))
-    return found
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    return children
 
 
 class TreeCpu:
@@ -90,6 +90,7 @@ class TreeCpu:
         self.threads: dict[tuple[int, int], tuple[str, float]] = {}
 
     def sample(self) -> None:
+        children = _children_by_parent()
         pending, seen = [self.pid], set()
         while pending:
             pid = pending.pop()
@@ -104,7 +105,7 @@ class TreeCpu:
                     self.threads[(pid, int(tid))] = (thread_group(command, name, pid == self.pid), seconds)
             except OSError:  # the process ended meanwhile: its threads keep their last reading
                 continue
-            pending.extend(_children(pid))
+            pending.extend(children.get(pid, ()))
 
     def by_group(self) -> dict[str, float]:
         groups = dict.fromkeys(GROUPS, 0.0)
@@ -143,13 +144,12 @@ def run_pair(variants: Sequence[Variant], prepared: "tables.Prepared", number: i
         home = directory / f"pair{number}_{variant.label}"
         shutil.rmtree(home, ignore_errors=True)
         log = directory / f"pair{number}_{variant.label}.log"
+        # no config file: the case's own, empty (the embedded defaults)
         env = tables.deployment(home, variant.config or directory / "lakehouse.toml")
         env["PYTHONPATH"] = str(variant.root)
-        command = [sys.executable, "-m", "ticdc_lakehouse.commands.cli", "backfill", "--archive",
-                   str(directory / "archive"), "--protocol", "open", "--format", "json"]
         with open(log, "w") as out:
-            processes.append(subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                              cwd=variant.root))
+            processes.append(subprocess.Popen(tables.backfill_command(directory / "archive"), env=env, stdout=out,
+                                              stderr=subprocess.STDOUT, cwd=variant.root))
         samplers.append(TreeCpu(processes[-1].pid))
         homes.append(home)
         logs.append(log)
@@ -216,13 +216,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench-side-by-side-"))
     workdir.mkdir(parents=True, exist_ok=True)
     try:
-        defaults = workdir / "defaults.toml"
-        defaults.write_text("")  # no setting: the embedded defaults
-        variants = [variant if variant.config else replace(variant, config=defaults) for variant in variants]
         prepared = tables.prepare(tables.Case("ddl", args.transactions, 4, tables.SIX_DDL), workdir)
         print(f"{prepared.row_events:,} row events over 4 tables, six DDL; workdir {workdir}", flush=True)
         for variant in variants:
-            print(f"{variant.label}: {variant.root} with {variant.config}", flush=True)
+            print(f"{variant.label}: {variant.root} with {variant.config or 'the embedded defaults'}", flush=True)
         pairs = []
         for number in range(1, args.pairs + 1):
             pair = run_pair(variants, prepared, number)

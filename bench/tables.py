@@ -218,12 +218,17 @@ def prepare(case: Case, workdir: Path) -> Prepared:
     return Prepared(case, directory, row_events, final_rows)
 
 
+def backfill_command(archive: Path) -> list[str]:
+    """The CLI backfill of an archived topic of the bench's workloads, as every timed run starts it."""
+    return [sys.executable, "-m", "ticdc_lakehouse.commands.cli", "backfill", "--archive", str(archive), "--protocol",
+            "open", "--format", "json"]
+
+
 def backfill_once(prepared: Prepared) -> Timing:
     """One backfill of the case's archive through the CLI into a fresh lake, checked value by value."""
     directory = prepared.directory
     shutil.rmtree(directory / "lake", ignore_errors=True)
-    backfill = timed([sys.executable, "-m", "ticdc_lakehouse.commands.cli", "backfill", "--archive",
-                      str(directory / "archive"), "--protocol", "open", "--format", "json"],
+    backfill = timed(backfill_command(directory / "archive"),
                      deployment(directory / "lake", directory / "lakehouse.toml"), directory / "backfill.log")
     check_backfill(directory / "backfill.log")
     verify(directory)
@@ -261,9 +266,7 @@ class SteadyPrepared:
 
 
 def _steady_command(directory: Path, archive: str) -> tuple[list[str], dict[str, str]]:
-    config = directory / "lakehouse.toml"
-    return ([sys.executable, "-m", "ticdc_lakehouse.commands.cli", "backfill", "--protocol", "open", "--format",
-             "json", "--archive", str(directory / archive)], deployment(directory / "lake", config))
+    return backfill_command(directory / archive), deployment(directory / "lake", directory / "lakehouse.toml")
 
 
 def prepare_steady(case: Case, workdir: Path) -> SteadyPrepared:
