@@ -6,8 +6,9 @@ drift. Two runs started together meet every slow minute alike: the ratio within 
 totals do not. A variant is a checkout (its code) and a config file (its settings: the driver JVM's options,
 Spark settings; see the README's configuration).
 
-Each pair: both variants backfill ``bench/tables.py``'s four-table case with six DDL through the CLI, each into a
-fresh lake, at once. Each process tree's CPU time is read from ``/proc`` every 0.2 s, thread by thread, and grouped:
+Each pair: both variants backfill one of ``bench/tables.py``'s cases (``--case``: by default the four-table case
+with six DDL; ``many`` and ``distinct``, its 204 tables, for a change to what each table costs) through the CLI,
+each into a fresh lake, at once. Each process tree's CPU time is read from ``/proc`` every 0.2 s, thread by thread, and grouped:
 the driver JVM's task threads, its py4j gateway threads, its JIT compiler and GC threads, its other threads; the
 Python driver (the CLI's process); the Python workers. Printed: each pair's wall time and CPU time by group of
 both variants and B/A of their total CPU time, then the median of the pairs' ratios. Both lakes are checked value
@@ -17,7 +18,7 @@ Not a figure of the product's speed (each run has about one core of the two): th
 one says whether a change helps, and where its CPU time moved.
 
 Usage: .venv/bin/python bench/side_by_side.py --b-config FILE [--b-root DIR] [--a-config FILE] [--a-root DIR]
-       [--transactions 100000] [--pairs 3] [--workdir DIR]
+       [--case ddl|no_ddl|many|distinct] [--transactions 100000] [--pairs 3] [--workdir DIR]
 """
 
 from __future__ import annotations
@@ -206,7 +207,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--a-config", help="config file of A (default: the embedded defaults)")
     parser.add_argument("--b-root", help="checkout B runs (default: this one)")
     parser.add_argument("--b-config", help="config file of B (default: the embedded defaults)")
+    parser.add_argument("--case", choices=sorted(tables.cases(1, 1)), default="ddl",
+                        help="bench/tables.py's case both variants backfill (default: ddl, four tables, six DDL)")
     parser.add_argument("--transactions", type=int, default=100_000)
+    parser.add_argument("--many-tables", type=int, default=204, help="tables of the many and distinct cases")
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--workdir", default=None, help="kept when given (else a temporary directory, removed)")
     args = parser.parse_args(argv)
@@ -216,8 +220,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench-side-by-side-"))
     workdir.mkdir(parents=True, exist_ok=True)
     try:
-        prepared = tables.prepare(tables.Case("ddl", args.transactions, 4, tables.SIX_DDL), workdir)
-        print(f"{prepared.row_events:,} row events over 4 tables, six DDL; workdir {workdir}", flush=True)
+        case = tables.cases(args.transactions, args.many_tables)[args.case]
+        prepared = tables.prepare(case, workdir)
+        print(f"case {case.name}: {prepared.row_events:,} row events over {case.tables} tables, {len(case.ddl)} DDL; "
+              f"workdir {workdir}", flush=True)
         for variant in variants:
             print(f"{variant.label}: {variant.root} with {variant.config or 'the embedded defaults'}", flush=True)
         pairs = []

@@ -72,6 +72,7 @@ def test_the_cpu_of_a_process_tree_is_read_thread_by_thread():
     (["--pairs", "0"], "--pairs needs at least 1"),
     (["--b-config", "/nonexistent/b.toml"], "--b-config /nonexistent/b.toml: no such file"),
     (["--a-root", "/"], "not a checkout of this project"),
+    (["--case", "everything"], "invalid choice: 'everything'"),
 ])
 def test_bad_options_are_refused_before_any_work(arguments, message, tmp_path):
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "side_by_side.py"), *arguments, "--workdir",
@@ -85,12 +86,14 @@ def test_a_pair_of_backfills_side_by_side(tmp_path):
     config = tmp_path / "b.toml"
     config.write_text('[spark]\nshuffle_partitions = 2\n')
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "side_by_side.py"), "--transactions", "200",
-                           "--pairs", "1", "--b-config", str(config), "--workdir", str(tmp_path)],
+                           "--case", "distinct", "--many-tables", "6", "--pairs", "1", "--b-config", str(config),
+                           "--workdir", str(tmp_path)],
                           capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
     number = r"\d+(?:\.\d+)?"
     out = done.stdout
+    assert re.search(r"case distinct: \d+ row events over 6 tables, 6 DDL", out), out
     for side in ("A", "B"):
         assert re.search(rf"{side} {number} s wall, {number} CPU-s \(jvm tasks {number}, ", out), out
-        assert (tmp_path / "ddl" / f"pair1_{side}" / "catalog.db").is_file()  # each its own lake, checked
+        assert (tmp_path / "distinct" / f"pair1_{side}" / "catalog.db").is_file()  # each its own lake, checked
     assert re.search(rf"B/A CPU time: median {number}x \(pairs: {number}\); wall: median {number}x", out), out

@@ -53,6 +53,23 @@ def test_simple_rows_are_one_values_statement_equal_to_create_dataframe(spark_se
     assert "LocalTableScan" in built._jdf.queryExecution().executedPlan().toString()
 
 
+def test_simple_rows_keep_every_value_and_name_exactly(spark_session):
+    ddl = "`odd ``name``` string, `x.y` double, small tinyint, big bigint, flag boolean"
+    rows = [("it's \\ \"q\" \u4e2d\U0001f600\n\t\x01", 0.1 + 0.2, -128, -(1 << 63), False),
+            ("", -1.5e-300, 127, (1 << 63) - 1, True),
+            (None, None, None, None, None),
+            ("5", 3.0, 0, 0, None)]
+    built = local_frame(spark_session, rows, ddl)
+    assert [f.name for f in built.schema.fields] == ["odd `name`", "x.y", "small", "big", "flag"]
+    assert [tuple(r) for r in built.collect()] == [tuple(r) for r in spark_session.createDataFrame(rows, ddl).collect()]
+    assert built.collect()[0][1] == 0.1 + 0.2
+
+
+def test_a_value_its_field_cannot_hold_fails_instead_of_becoming_null(spark_session):
+    with pytest.raises(Exception, match="(?i)malformed|overflow|out of range|FAILFAST"):
+        local_frame(spark_session, [(1 << 40,)], "n int").collect()
+
+
 def test_row_schema_parses_a_ddl_string_once(spark_session):
     from pyspark.sql.types import StructType
 

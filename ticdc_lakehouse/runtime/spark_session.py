@@ -23,6 +23,7 @@ from ticdc_lakehouse import PROJECT_ROOT
 from ticdc_lakehouse.runtime.config import Settings
 from ticdc_lakehouse.runtime.jvm_archive import driver_java_options
 from ticdc_lakehouse.runtime.jvm_functions import remember_jvm_functions
+from ticdc_lakehouse.runtime.jvm_names import remember_jvm_names
 from ticdc_lakehouse.runtime.object_storage import (
     aws_java_options,
     iceberg_s3_properties,
@@ -311,11 +312,13 @@ def get_spark(settings: Settings, app_name: Optional[str] = None) -> "SparkSessi
     if active is not None:
         # One JVM per process: a second deployment (another catalog name, e.g. in tests) is added at runtime.
         use_catalog(active, settings, plan)
+        remember_jvm_names(active.sparkContext)
         return active
     builder = SparkSession.builder.master(plan.master).appName(plan.app_name)
     for key, value in {**plan.conf, **jar_settings(plan)}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    remember_jvm_names(spark.sparkContext)
     apply_secrets(spark, plan)
     spark.sparkContext.setLogLevel("ERROR")
     return spark
