@@ -8,11 +8,11 @@ Spark settings; see the README's configuration).
 
 Each pair: both variants backfill one of ``bench/tables.py``'s cases (``--case``: by default the four-table case
 with six DDL; ``many`` and ``distinct``, its 204 tables, for a change to what each table costs) through the CLI,
-each into a fresh lake, at once. Each process tree's CPU time is read from ``/proc`` every 0.2 s, thread by thread, and grouped:
-the driver JVM's task threads, its py4j gateway threads, its JIT compiler and GC threads, its other threads; the
-Python driver (the CLI's process); the Python workers. Printed: each pair's wall time and CPU time by group of
-both variants and B/A of their total CPU time, then the median of the pairs' ratios. Both lakes are checked value
-by value against the upstream final rows.
+each into a fresh lake, at once. Each process tree's CPU time is read from ``/proc`` every 0.2 s, thread by
+thread, and grouped: the driver JVM's task threads, its py4j gateway threads, its JIT compiler and GC threads, its
+other threads; the Python driver (the CLI's process); the Python workers. Printed: each pair's wall time and CPU
+time by group of both variants and B/A of their total CPU time, then the median of the pairs' ratios. Both lakes
+are checked value by value against the upstream final rows.
 
 Not a figure of the product's speed (each run has about one core of the two): that is ``bench/tables.py``. This
 one says whether a change helps, and where its CPU time moved.
