@@ -63,3 +63,22 @@ def test_the_sessions_view_remembers_and_spark_still_runs(spark_session):
     jvm_names.remember_jvm_names(spark_session.sparkContext)  # idempotent
     rows = spark_session.range(3).select(F.array("id", F.lit(1)).alias("a")).orderBy("id").collect()
     assert [r["a"] for r in rows] == [[0, 1], [1, 1], [2, 1]]
+
+
+def test_pysparks_functions_are_looked_up_once_per_gateway_and_columns_still_compute(spark_session, monkeypatch):
+    from pyspark.sql import functions as F
+
+    F.upper(F.lit("a")), F.when(F.lit(True), "z")  # first uses: looked up, then remembered
+    client = spark_session.sparkContext._jvm._gateway_client
+    real_send = client.send_command
+    sent: list[str] = []
+
+    def send(command, *args, **kwargs):
+        if command.startswith(LOOKUPS) and "org.apache.spark.sql.functions" in command:
+            sent.append(command)
+        return real_send(command, *args, **kwargs)
+
+    monkeypatch.setattr(client, "send_command", send)
+    row = spark_session.range(1).select(F.upper(F.lit("a")).alias("u"), F.when(F.col("id") == 0, "z").alias("w"))
+    assert row.first().asDict() == {"u": "A", "w": "z"}
+    assert sent == []  # neither the functions class nor its methods asked again

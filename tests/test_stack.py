@@ -154,8 +154,8 @@ def test_concurrent_commits_through_a_catalog_opened_on_an_existing_file(spark_s
 
 def test_the_driver_jvm_gets_the_configured_options_and_none_when_cleared(tmp_path):
     """``spark.driver_java_options`` (by default, C1 only: a run ends before C2's compilations pay back; with the
-    code cache the JVM reserves for C1 and C2; the parallel collector) reach the driver JVM's options next to the JDBC library path; an
-    empty value removes them and nothing else."""
+    code cache the JVM reserves for C1 and C2; the parallel collector) reach the driver JVM's options next to the
+    JDBC library path; an empty value removes them and nothing else."""
     from ticdc_lakehouse.runtime.config import load_settings
     from ticdc_lakehouse.runtime.spark_session import spark_plan
 

@@ -5,6 +5,8 @@ pyspark's ``_to_seq`` asks for every list of columns it passes), ``.toSeq`` on i
 ``jvm.org.apache.iceberg...``. Resolving a bare name makes the JVM try it under each of the gateway's imported
 packages, and every miss searches the class path (about 300 jars): a four-table backfill sent 965 such lookups
 (137 of ``PythonUtils``, 128 of its ``toSeq``), and class loading was a tenth of the py4j gateway threads' samples.
+pyspark's functions (``F.col``, ``F.when``...) are found the same way (``getattr(getattr(sc._jvm,
+"org.apache.spark.sql.functions"), name)``): remembered here too, they cost no round trip after their first use.
 The answers do not change while the JVM runs: a class is a class until the JVM exits, a static method is the same
 method.
 
@@ -28,7 +30,7 @@ def _remembered(holder: Any, name: str, found: Any) -> Any:
         found.__class__ = _RememberingPackage
     elif type(found) is JavaClass:
         found.__class__ = _RememberingClass
-    elif not isinstance(found, (JavaMember, _RememberingPackage, _RememberingClass)):
+    elif not isinstance(found, JavaMember):
         return found  # a static field's value, or py4j's help object
     holder.__dict__[name] = found  # later lookups find it without ``__getattr__``
     return found
@@ -52,10 +54,7 @@ class _RememberingClass(JavaClass):
     """A class remembering its static methods and nested classes (not its static fields' values)."""
 
     def __getattr__(self, name: str) -> Any:
-        found = JavaClass.__getattr__(self, name)
-        if isinstance(found, (JavaMember, JavaClass)):
-            return _remembered(self, name, found)
-        return found
+        return _remembered(self, name, JavaClass.__getattr__(self, name))
 
 
 def remember_jvm_names(sc: Any) -> None:

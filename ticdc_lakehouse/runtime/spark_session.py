@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional
 from ticdc_lakehouse import PROJECT_ROOT
 from ticdc_lakehouse.runtime.config import Settings
 from ticdc_lakehouse.runtime.jvm_archive import driver_java_options
-from ticdc_lakehouse.runtime.jvm_functions import remember_jvm_functions
 from ticdc_lakehouse.runtime.jvm_names import remember_jvm_names
 from ticdc_lakehouse.runtime.object_storage import (
     aws_java_options,
@@ -307,7 +306,6 @@ def get_spark(settings: Settings, app_name: Optional[str] = None) -> "SparkSessi
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    remember_jvm_functions()
     active = SparkSession.getActiveSession()
     if active is not None:
         # One JVM per process: a second deployment (another catalog name, e.g. in tests) is added at runtime.
