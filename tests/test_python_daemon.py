@@ -1,12 +1,17 @@
-"""The Python worker daemon (``runtime.python_daemon``): a task starts without re-reading archives."""
+"""The Python worker daemon (``runtime.python_daemon``): a task starts without re-reading archives, in a worker
+that has our modules loaded."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
+from ticdc_lakehouse.runtime import python_daemon
 from ticdc_lakehouse.runtime.python_daemon import worker_search_path
 
 
@@ -66,3 +71,41 @@ def test_a_spark_python_task_imports_pyspark_from_files_and_caches_no_archive_im
     assert Path(row["pyspark"]).is_file()
     assert not [a for a in row["archives"] if a.endswith((".jar", "pyspark.zip"))], row["archives"]
     assert not [entry for entry in row["path"] if entry.endswith(".jar")]
+
+
+def test_the_daemon_imports_what_our_tasks_import_before_it_forks():
+    """In a fresh interpreter, as the daemon starts: pandas (which pyarrow imports at its first array), the decode
+    stage, the writers and every protocol's decoder are loaded, and nothing failed."""
+    code = ("import json, sys; from ticdc_lakehouse.runtime.python_daemon import preload_worker_modules; "
+            "failed = preload_worker_modules(); "
+            "print(json.dumps([failed, sorted(m for m in sys.modules if m.startswith(('pandas', 'ticdc_lakehouse')))]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1]).stdout
+    failed, loaded = json.loads(out.strip().splitlines()[-1])
+    assert failed == []
+    for name in ("pandas", "ticdc_lakehouse.merge.decode_stage", "ticdc_lakehouse.merge.batch_write",
+                 *(f"ticdc_lakehouse.decode.{module}" for module in
+                   ("open_protocol", "craft", "canal_json", "simple", "confluent_avro", "debezium"))):
+        assert name in loaded, name
+
+
+def test_a_module_that_cannot_be_preloaded_is_named_not_raised(monkeypatch):
+    monkeypatch.setattr(python_daemon, "PRELOADED", ("json", "no_such_module_here"))
+    assert python_daemon.preload_worker_modules() == ["no_such_module_here"]
+
+
+@pytest.mark.spark
+def test_a_worker_of_the_session_starts_with_them_loaded(spark):
+    """A task that imports nothing of ours finds them in its worker (forked from the daemon that loaded them)."""
+
+    def loaded(batches):
+        import sys as worker_sys
+
+        import pyarrow as pa
+
+        for _ in batches:
+            pass
+        names = ["pandas", "ticdc_lakehouse.merge.decode_stage", "ticdc_lakehouse.decode.open_protocol"]
+        yield pa.RecordBatch.from_pylist([{"missing": [n for n in names if n not in worker_sys.modules]}])
+
+    assert spark.range(1).mapInArrow(loaded, "missing array<string>").first()["missing"] == []
