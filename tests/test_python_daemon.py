@@ -78,7 +78,8 @@ def test_the_daemon_imports_what_our_tasks_import_before_it_forks():
     stage, the writers and every protocol's decoder are loaded, and nothing failed."""
     code = ("import json, sys; from ticdc_lakehouse.runtime.python_daemon import preload_worker_modules; "
             "failed = preload_worker_modules(); "
-            "print(json.dumps([failed, sorted(m for m in sys.modules if m.startswith(('pandas', 'ticdc_lakehouse')))]))")
+            "loaded = sorted(m for m in sys.modules if m.startswith(('pandas', 'ticdc_lakehouse'))); "
+            "print(json.dumps([failed, loaded]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[1]).stdout
     failed, loaded = json.loads(out.strip().splitlines()[-1])

@@ -161,7 +161,8 @@ def run_merge(
 
 def scanned(spark, events):
     """The cached events as every later pass reads them: in one task per core of the session, not one per decode
-    task (the decode splits the landed segments finer, ``DECODE_TASKS_PER_CORE`` tasks a core, to even out their work).
+    task (the decode splits the landed segments finer, ``DECODE_TASKS_PER_CORE`` tasks a core, to even out their
+    work).
 
     Why: every task of a pass builds its operators' generated code again (the typing projection of a change set
     is large: about 35 ms a task, a quarter of the executors' time in the write jobs of a 275k-event run) and

@@ -72,14 +72,15 @@ def preload_worker_modules() -> list[str]:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - best effort, see the docstring
             failed.append(name)
-    if "ticdc_lakehouse.merge.decode_stage" not in failed:
+    try:
         from ticdc_lakehouse.decode.protocols import SPECS
-
-        for spec in SPECS:
-            try:
-                spec.decoder_class()
-            except Exception:  # noqa: BLE001 - a decoder's own library missing here: its task reports it
-                failed.append(spec.name)
+    except Exception:  # noqa: BLE001 - best effort
+        return [*failed, "ticdc_lakehouse.decode.protocols"]
+    for spec in SPECS:
+        try:
+            spec.decoder_class()
+        except Exception:  # noqa: BLE001 - a decoder's own library missing here: its task reports it
+            failed.append(spec.name)
     return failed
 
 
