@@ -192,3 +192,31 @@ def test_the_postgres_advisory_lock_names_its_holder_too(postgres_url, tmp_path,
                                            r"\(pid \d+\)"):
             with changefeed_lock(settings, changefeed):
                 pass
+
+
+_RUN_WITH_A_THREAD = """
+import sys, threading, time
+from ticdc_lakehouse.commands import cli
+
+def main():
+    def late():
+        time.sleep(0.3)
+        open(sys.argv[1], "w").write("done")
+    threading.Thread(target=late).start()  # not a daemon: the normal exit would wait for it
+    print("result printed")
+    return 3
+
+cli.main = main
+cli.run()
+"""
+
+
+def test_the_command_ends_at_once_with_its_code_after_its_threads_and_output(clean_env, tmp_path):
+    """``cli.run`` ends the process without the interpreter's teardown: the exit code is the command's, the printed
+    result is all there, and a thread that is not a daemon still finished first, as with the normal exit."""
+    marker = tmp_path / "thread-finished"
+    result = subprocess.run([sys.executable, "-c", _RUN_WITH_A_THREAD, str(marker)], env=clean_env, cwd=ROOT,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 3
+    assert result.stdout == "result printed\n"
+    assert marker.read_text() == "done"

@@ -54,3 +54,29 @@ def test_reads_see_updates_and_deletes_as_spark_does(spark, settings):
     spark.sql(f"DELETE FROM {store.table('checkpoints')} WHERE resolved_ts = 300")
     assert [c.resolved_ts for c in store.checkpoints("shop")] == [200, 250]
     assert store.latest_checkpoint("shop").run_id == "r250"
+
+
+def test_a_checkpoint_is_appended_without_a_spark_job_and_reads_back_everywhere(spark, settings):
+    """The checkpoint, a run's last write, is one Parquet file the driver writes and one append commit: no Spark
+    job runs, and Spark, Iceberg's generic reader and pyiceberg read the same row, its commit time as written."""
+    from datetime import datetime, timedelta
+
+    from ticdc_lakehouse.runtime.spark_session import pyiceberg_catalog
+
+    store = StateStore(spark, settings.catalog_name)
+    store.ensure()
+    spark.sparkContext.setJobGroup("checkpoint-append", "the checkpoint's append")
+    before = datetime.utcnow()
+    store.write_checkpoint(Checkpoint("shop", resolved_ts=300, run_id="r2", restart_offsets={("t", 0): 7},
+                                      tables={"app.orders": 5}, protocol="open"))
+    spark.sparkContext.setJobGroup("other", "after the append")
+    assert spark.sparkContext.statusTracker().getJobIdsForGroup("checkpoint-append") == []
+    read = store.latest_checkpoint("shop")
+    assert (read.resolved_ts, read.run_id, read.restart_offsets, read.tables, read.protocol) == (
+        300, "r2", {("t", 0): 7}, {"app.orders": 5}, "open")
+    row = spark.table(store.table("checkpoints")).filter("run_id = 'r2'").collect()[0]
+    assert row["resolved_ts"] == 300 and row["committed_at"] == read.committed_at
+    written = pyiceberg_catalog(settings).load_table("_lakehouse.checkpoints").scan(
+        row_filter="run_id == 'r2'").to_arrow().to_pylist()[0]
+    assert written["committed_at"].replace(tzinfo=None) - before < timedelta(minutes=1)  # UTC, as written
+    assert written["committed_at"].replace(tzinfo=None) >= before - timedelta(seconds=1)

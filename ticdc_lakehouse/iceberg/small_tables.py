@@ -1,4 +1,5 @@
-"""Rows of a small Iceberg table, read in the driver's JVM by Iceberg's own generic reader: no Spark job.
+"""Rows of a small Iceberg table, read in the driver's JVM by Iceberg's own generic reader, and appended by the
+driver itself: no Spark job.
 
 Why: every run reads the control tables (its changefeed's latest checkpoint, its halted tables, its held
 messages) before its first Spark job, and each holds a few rows per run. As a Spark query each was a plan, a job
@@ -11,8 +12,10 @@ struct, keyed by field id), not one call per field; values come back as a pyspar
 from __future__ import annotations
 
 import json
+import uuid
 from datetime import date, datetime
-from typing import Any, Mapping
+from pathlib import Path
+from typing import Any, Mapping, Sequence
 
 from ticdc_lakehouse.iceberg.java_api import JavaIceberg
 
@@ -58,3 +61,60 @@ def _value(kind: Any, text: Any) -> Any:
     if kind in ("boolean", "int", "long", "float", "double", "string"):
         return text
     raise TypeError(f"reading a {kind} column of a small table is not supported")
+
+
+#: the Arrow type of each Iceberg type a control table has (as ``SchemaParser``'s JSON names it)
+_ARROW_TYPES = {"string": "string", "long": "int64", "int": "int32", "boolean": "bool_", "double": "float64"}
+
+
+def append_rows(ji: JavaIceberg, namespace: str, table: str, rows: Sequence[Sequence[Any]]) -> bool:
+    """Append ``rows`` (each its values in the table's column order; timestamps as naive UTC datetimes) to
+    ``namespace.table`` as one small Parquet file written here and one append commit: no Spark job. Returns False,
+    having written nothing, for a table this does not write (on object storage, partitioned, a column of another
+    type); the caller then appends through Spark.
+
+    Why: a run writes its checkpoint, one row, at its very end; as a Spark append (a plan, a job, a task, Spark's
+    Iceberg writer, the commit) that took 0.18 s of every run on 2 cores, the commit alone 0.04 s."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ticdc_lakehouse.iceberg.file_appender import FileEntry, add_files
+
+    jtable = ji.load(namespace, table)
+    probe = str(jtable.locationProvider().newDataLocation("probe"))
+    if not jtable.spec().isUnpartitioned() or not (probe.startswith("file:") or probe.startswith("/")):
+        return False
+    schema = json.loads(str(ji.java("org.apache.iceberg.SchemaParser").toJson(jtable.schema())))
+    fields = []
+    for field in schema.get("fields", []):
+        kind = field["type"]
+        if kind == "timestamptz":
+            arrow = pa.timestamp("us", tz="UTC")
+        elif kind == "timestamp":
+            arrow = pa.timestamp("us")
+        elif isinstance(kind, str) and kind in _ARROW_TYPES:
+            arrow = getattr(pa, _ARROW_TYPES[kind])()
+        else:
+            return False
+        fields.append(pa.field(field["name"], arrow, nullable=not field.get("required"),
+                               metadata={b"PARQUET:field_id": str(field["id"]).encode()}))
+    arrow_schema = pa.schema(fields)
+    columns = list(zip(*rows)) if rows else [[] for _ in fields]
+    data = pa.table([pa.array(list(values), type=f.type) for values, f in zip(columns, fields)], schema=arrow_schema)
+    location = str(jtable.locationProvider().newDataLocation(f"{uuid.uuid4().hex}-lakehouse.parquet"))
+    path = _file_system_path(location)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(data, path, compression="zstd", store_decimal_as_integer=True)
+    append = ji.in_calling_thread(jtable.newFastAppend())
+    add_files(ji.jvm, append, jtable, [FileEntry(location, Path(path).stat().st_size, len(rows), None, False)])
+    append.commit()
+    return True
+
+
+def _file_system_path(location: str) -> str:
+    """The path of a ``file:`` location (or a bare path)."""
+    if location.startswith("file:"):
+        location = location[len("file:"):]
+        while location.startswith("//"):
+            location = location[1:]
+    return location

@@ -312,14 +312,29 @@ def get_spark(settings: Settings, app_name: Optional[str] = None) -> "SparkSessi
         use_catalog(active, settings, plan)
         remember_jvm_names(active.sparkContext)
         return active
-    builder = SparkSession.builder.master(plan.master).appName(plan.app_name)
-    for key, value in {**plan.conf, **jar_settings(plan)}.items():
+    conf = {"spark.master": plan.master, "spark.app.name": plan.app_name, **plan.conf, **jar_settings(plan)}
+    _start_driver(conf)
+    builder = SparkSession.builder
+    for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     remember_jvm_names(spark.sparkContext)
     apply_secrets(spark, plan)
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def _start_driver(conf: Mapping[str, str]) -> None:
+    """Start this process's driver JVM from its kept command (``driver_launch``) unless one runs already; when
+    that does not apply, the session's builder starts it through spark-submit."""
+    from pyspark import SparkContext
+
+    from ticdc_lakehouse.runtime.driver_launch import start_driver
+
+    if SparkContext._gateway is None:
+        gateway = start_driver(conf)
+        if gateway is not None:
+            SparkContext._ensure_initialized(gateway=gateway)
 
 
 #: how long a ``SparkStart`` holds its caller back while its thread imports pyspark (see ``SparkStart.__init__``)

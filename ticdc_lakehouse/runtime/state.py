@@ -192,9 +192,11 @@ class StateStore:
             _encode_partition_map(checkpoint.landed_end),
             checkpoint.protocol,
         )
-        frame = local_frame(self.spark, [row], CHECKPOINTS_DDL)
+        from ticdc_lakehouse.iceberg.small_tables import append_rows
+
         self._created.discard("checkpoints")  # read from now on
-        frame.writeTo(self.table("checkpoints")).append()
+        if not append_rows(self._java(), NAMESPACE, "checkpoints", [row]):  # a Spark append where it cannot
+            local_frame(self.spark, [row], CHECKPOINTS_DDL).writeTo(self.table("checkpoints")).append()
 
     # -- dead letters ------------------------------------------------------------------------------------
     def record_dead_letters(self, changefeed: str, failures, run_id: str) -> None:

@@ -1,0 +1,132 @@
+"""The driver JVM started from its kept command: the command's digest, the launcher's output, a real driver started
+with and without the launcher, and the fallback to spark-submit when the kept command does not start one."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ticdc_lakehouse import PROJECT_ROOT
+from ticdc_lakehouse.runtime import driver_launch
+from ticdc_lakehouse.runtime.driver_launch import (
+    SparkInstall,
+    launch_digest,
+    parse_launcher_output,
+    script_environment,
+    spark_install,
+    start_driver,
+    submit_arguments,
+)
+
+CONF = {"spark.master": "local[1]", "spark.app.name": "driver-launch-test", "spark.ui.enabled": "false"}
+
+
+def test_the_launcher_output_gives_the_command_after_its_marker():
+    output = b"a message for the user\n\0\nenv\0LD_LIBRARY_PATH=/x\0/usr/bin/java\0-cp\0a b\0Main\0"
+    assert parse_launcher_output(output) == ["env", "LD_LIBRARY_PATH=/x", "/usr/bin/java", "-cp", "a b", "Main"]
+    with pytest.raises(ValueError):
+        parse_launcher_output(b"Usage: spark-submit [options]\n")
+
+
+def test_the_submit_arguments_are_pysparks(monkeypatch):
+    monkeypatch.delenv("PYSPARK_SUBMIT_ARGS", raising=False)
+    assert submit_arguments({"spark.master": "local[2]", "spark.app.name": "x y"}) == [
+        "--conf", "spark.master=local[2]", "--conf", "spark.app.name=x y", "pyspark-shell"]
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--driver-memory 3g pyspark-shell")
+    assert submit_arguments({})[-3:] == ["--driver-memory", "3g", "pyspark-shell"]
+
+
+def test_the_digest_follows_everything_the_command_depends_on(tmp_path):
+    install = SparkInstall(tmp_path, tmp_path / "conf", "/usr/bin/java")
+    env = {"SPARK_HOME": str(tmp_path), "HOME": "/root"}
+    first = launch_digest(["--conf", "a=1"], install, env)
+    assert launch_digest(["--conf", "a=1"], install, {**env, "HOME": "/elsewhere"}) == first  # not read
+    assert launch_digest(["--conf", "a=2"], install, env) != first
+    assert launch_digest(["--conf", "a=1"], install, {**env, "SPARK_SUBMIT_OPTS": "-Dx=1"}) != first
+    assert launch_digest(["--conf", "a=1"], install, {**env, "JAVA_HOME": "/opt/jdk"}) != first
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "spark-defaults.conf").write_text("spark.driver.memory 4g\n")
+    assert launch_digest(["--conf", "a=1"], install, env) != first
+
+
+def test_a_spark_env_script_leaves_the_start_to_spark_submit(tmp_path, monkeypatch):
+    assert spark_install() is not None
+    (tmp_path / "spark-env.sh").write_text("export SPARK_DRIVER_OPTS=-Dx=1\n")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    assert spark_install() is None  # the scripts would source it: only spark-submit starts the driver as it says
+
+
+def test_a_gateway_pyspark_is_told_to_use_is_left_alone(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "1")
+    assert start_driver(CONF, kept_in=tmp_path) is None
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_kept_command_that_starts_no_driver_is_deleted(tmp_path):
+    install = spark_install()
+    args = submit_arguments(CONF)
+    kept = tmp_path / f"driver-{launch_digest(args, install, script_environment(install))}.cmd"
+    kept.write_bytes(b"\0\nfalse\0")  # exits at once, never writes the connection file
+    assert start_driver(CONF, kept_in=tmp_path) is None
+    assert not kept.exists()  # the next start asks the launcher again; this one is spark-submit's
+
+
+def test_old_commands_are_dropped_beyond_the_kept_number(tmp_path, monkeypatch):
+    monkeypatch.setattr(driver_launch, "KEPT_COMMANDS", 2)
+    for number in range(4):
+        driver_launch._keep(tmp_path / f"driver-{number}.cmd", ["java", str(number)])
+        os.utime(tmp_path / f"driver-{number}.cmd", (number, number))
+    assert sorted(path.name for path in tmp_path.glob("driver-*.cmd")) == ["driver-2.cmd", "driver-3.cmd"]
+    assert parse_launcher_output((tmp_path / "driver-3.cmd").read_bytes()) == ["java", "3"]
+
+
+_START = textwrap.dedent("""
+    import json, sys
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+    from ticdc_lakehouse.runtime import driver_launch
+    conf, kept_in, launcher_fails = json.loads(sys.argv[1])
+    if launcher_fails:
+        def refused(*args, **kwargs):
+            raise OSError("the launcher was asked")
+        driver_launch.subprocess.run = refused
+    gateway = driver_launch.start_driver(conf, kept_in=__import__("pathlib").Path(kept_in))
+    SparkContext._ensure_initialized(gateway=gateway)
+    builder = SparkSession.builder
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    print(json.dumps({"started": gateway is not None, "count": spark.range(5).count(),
+                      "master": spark.sparkContext.master}))
+""")
+
+
+def _start(tmp_path: Path, launcher_fails: bool) -> dict:
+    result = subprocess.run([sys.executable, "-c", _START, json.dumps([CONF, str(tmp_path), launcher_fails])],
+                            capture_output=True, text=True, timeout=180, cwd=PROJECT_ROOT,
+                            env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)})
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.spark
+def test_a_driver_starts_from_the_launchers_command_then_from_the_kept_one_without_the_launcher(tmp_path):
+    first = _start(tmp_path, launcher_fails=False)
+    assert first == {"started": True, "count": 5, "master": "local[1]"}
+    assert len(list(tmp_path.glob("driver-*.cmd"))) == 1
+    # the same session again with the launcher unreachable: the kept command starts it
+    assert _start(tmp_path, launcher_fails=True) == first
+
+
+@pytest.mark.spark
+def test_the_test_session_was_started_from_a_kept_command(spark):
+    process = spark.sparkContext._gateway.proc
+    assert process is not None
+    assert "spark-submit" not in " ".join(process.args)  # the driver's own command, not the scripts
+    assert any(part.endswith("java") for part in process.args)
