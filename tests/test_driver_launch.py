@@ -130,3 +130,23 @@ def test_the_test_session_was_started_from_a_kept_command(spark):
     assert process is not None
     assert "spark-submit" not in " ".join(process.args)  # the driver's own command, not the scripts
     assert any(part.endswith("java") for part in process.args)
+
+
+_SESSION = textwrap.dedent("""
+    import json, sys
+    from ticdc_lakehouse.runtime.config import load_settings
+    from ticdc_lakehouse.runtime.spark_session import get_spark
+    settings = load_settings(env={"LAKEHOUSE_HOME": sys.argv[1], "LAKEHOUSE_CONFIG": "",
+                                  "LAKEHOUSE__SPARK__KEPT_DRIVER_COMMAND": "false"})
+    spark = get_spark(settings, "spark-submit-test")
+    print(json.dumps({"started_by": spark.sparkContext._gateway.proc.args[0], "count": spark.range(3).count()}))
+""")
+
+
+@pytest.mark.spark
+def test_with_the_setting_off_spark_submit_starts_the_driver(tmp_path):
+    result = subprocess.run([sys.executable, "-c", _SESSION, str(tmp_path)], capture_output=True, text=True,
+                            timeout=180, cwd=PROJECT_ROOT, env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)})
+    assert result.returncode == 0, result.stderr[-2000:]
+    started = json.loads(result.stdout.strip().splitlines()[-1])
+    assert started["started_by"].endswith("spark-submit") and started["count"] == 3

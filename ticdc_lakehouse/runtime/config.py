@@ -187,6 +187,7 @@ class SparkSection(Section):
     conf: Mapping[str, Any] = field(default_factory=dict)  # free-form: passed on to Spark as given
     submit: str = "in-process"  # or "spark-submit" (Airflow SparkSubmitOperator to spark.master)
     class_archive: bool = True  # map the driver JVM's class archive built by setup (see jvm_archive)
+    kept_driver_command: bool = True  # start the driver from its kept command, not spark-submit (driver_launch)
     #: extra driver JVM options; the default compiles with C1 only (see spark_session), with the code cache the JVM
     #: reserves when C2 is on: C1 alone gets 48 MB, which a run of a few hundred tables' MERGEs filled, and then
     #: the JVM stopped compiling for the rest of the run; and collects with the parallel (throughput) collector

@@ -9,10 +9,10 @@ the installation (the virtualenv's ``share/ticdc-lakehouse/driver-commands``, th
 under a digest of them, the driver is started from it directly (the scripts' environment given), and pyspark
 connects to it as it connects to any driver it did not start itself (``PYSPARK_GATEWAY_PORT``).
 
-Not used, and pyspark starts the driver as before, where the scripts would do more than ask the launcher (a
-``spark-env.sh`` in Spark's conf dir sets variables for the driver), on Windows, under ``SPARK_TESTING``, and when
-pyspark is told to use a running gateway already. A kept command that does not start a driver is deleted, and
-pyspark then starts it and reports what fails as it always did.
+Not used, and pyspark starts the driver as before, with ``spark.kept_driver_command = false``, where the scripts
+would do more than ask the launcher (a ``spark-env.sh`` in Spark's conf dir sets variables for the driver), on
+Windows, under ``SPARK_TESTING``, and when pyspark is told to use a running gateway already. A kept command that
+does not start a driver is deleted, and pyspark then starts it and reports what fails as it always did.
 """
 
 from __future__ import annotations
@@ -100,7 +100,8 @@ def launch_digest(args: Sequence[str], install: SparkInstall, env: Mapping[str, 
 
     defaults = install.conf_dir / "spark-defaults.conf"
     parts = {
-        "args": list(args), "home": str(install.home), "java": install.java, "pyspark": pyspark.__version__,
+        "args": list(args), "home": str(install.home), "pyspark": pyspark.__version__,
+        "java": [install.java, os.path.realpath(install.java)],  # another default JDK behind the same ``java``
         "env": sorted((key, value) for key, value in env.items() if key.startswith(ENV_PREFIXES)),
         "defaults": defaults.read_text(errors="replace") if defaults.is_file() else None,
     }

@@ -313,7 +313,8 @@ def get_spark(settings: Settings, app_name: Optional[str] = None) -> "SparkSessi
         remember_jvm_names(active.sparkContext)
         return active
     conf = {"spark.master": plan.master, "spark.app.name": plan.app_name, **plan.conf, **jar_settings(plan)}
-    _start_driver(conf)
+    if settings.spark.kept_driver_command:
+        _start_driver(conf)
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)
