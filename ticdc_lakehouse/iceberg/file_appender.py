@@ -115,6 +115,16 @@ class FileEntry:
     full_metrics: bool  # read the footer's column metrics (else the row count only)
 
 
+def file_system_path(location: str) -> str:
+    """The file-system path of a data file location (``file:/...`` or a bare path): where the driver or a write
+    task writes a file it then adds by its location. Object storage never takes this path (its callers check)."""
+    if location.startswith("file:"):
+        location = location[len("file:"):]
+        while location.startswith("//"):
+            location = location[1:]
+    return location
+
+
 def encode(entries: Sequence[FileEntry]) -> str:
     """The ``files`` argument of ``JAVA_SOURCE``'s ``add``. Percent-encoding (space as ``%20``, ``+`` as ``%2B``)
     is what ``URLDecoder`` reverses exactly, so no upstream name can break a line or a field."""

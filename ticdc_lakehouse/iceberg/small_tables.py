@@ -24,8 +24,7 @@ def read_rows(ji: JavaIceberg, namespace: str, table: str, equal: Mapping[str, A
     """The rows of ``namespace.table`` whose columns equal ``equal`` (column -> value), each as a dict of every
     column. For tables of at most a few thousand rows: each row is a few gateway calls."""
     jtable = ji.load(namespace, table)
-    schema = json.loads(str(ji.java("org.apache.iceberg.SchemaParser").toJson(jtable.schema())))
-    fields = [(str(f["id"]), str(f["name"]), f["type"]) for f in schema.get("fields", [])]
+    fields = [(str(f["id"]), str(f["name"]), f["type"]) for f in _schema_fields(ji, jtable)]
     expressions = ji.java("org.apache.iceberg.expressions.Expressions")
     scan = ji.java("org.apache.iceberg.data.IcebergGenerics").read(jtable)
     for column, value in equal.items():
@@ -44,6 +43,12 @@ def read_rows(ji: JavaIceberg, namespace: str, table: str, equal: Mapping[str, A
         records.close()
     # the filter again, on the few rows read: it holds whatever the reader makes of a file's residual filter
     return [row for row in rows if all(row[column] == value for column, value in equal.items())]
+
+
+def _schema_fields(ji: JavaIceberg, jtable) -> list[dict[str, Any]]:
+    """The table's current columns as Iceberg's JSON schema gives them (id, name, type, required): one gateway
+    call, not a few per column."""
+    return json.loads(str(ji.java("org.apache.iceberg.SchemaParser").toJson(jtable.schema()))).get("fields", [])
 
 
 def _value(kind: Any, text: Any) -> Any:
@@ -78,15 +83,14 @@ def append_rows(ji: JavaIceberg, namespace: str, table: str, rows: Sequence[Sequ
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ticdc_lakehouse.iceberg.file_appender import FileEntry, add_files
+    from ticdc_lakehouse.iceberg.file_appender import FileEntry, add_files, file_system_path
 
     jtable = ji.load(namespace, table)
-    probe = str(jtable.locationProvider().newDataLocation("probe"))
-    if not jtable.spec().isUnpartitioned() or not (probe.startswith("file:") or probe.startswith("/")):
+    location = str(jtable.locationProvider().newDataLocation(f"{uuid.uuid4().hex}-lakehouse.parquet"))
+    if not jtable.spec().isUnpartitioned() or not (location.startswith("file:") or location.startswith("/")):
         return False
-    schema = json.loads(str(ji.java("org.apache.iceberg.SchemaParser").toJson(jtable.schema())))
     fields = []
-    for field in schema.get("fields", []):
+    for field in _schema_fields(ji, jtable):
         kind = field["type"]
         if kind == "timestamptz":
             arrow = pa.timestamp("us", tz="UTC")
@@ -101,20 +105,10 @@ def append_rows(ji: JavaIceberg, namespace: str, table: str, rows: Sequence[Sequ
     arrow_schema = pa.schema(fields)
     columns = list(zip(*rows)) if rows else [[] for _ in fields]
     data = pa.table([pa.array(list(values), type=f.type) for values, f in zip(columns, fields)], schema=arrow_schema)
-    location = str(jtable.locationProvider().newDataLocation(f"{uuid.uuid4().hex}-lakehouse.parquet"))
-    path = _file_system_path(location)
+    path = file_system_path(location)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(data, path, compression="zstd", store_decimal_as_integer=True)
+    pq.write_table(data, path, compression="zstd")
     append = ji.in_calling_thread(jtable.newFastAppend())
     add_files(ji.jvm, append, jtable, [FileEntry(location, Path(path).stat().st_size, len(rows), None, False)])
     append.commit()
     return True
-
-
-def _file_system_path(location: str) -> str:
-    """The path of a ``file:`` location (or a bare path)."""
-    if location.startswith("file:"):
-        location = location[len("file:"):]
-        while location.startswith("//"):
-            location = location[1:]
-    return location

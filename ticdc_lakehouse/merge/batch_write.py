@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Optional, Sequence
 
 from ticdc_lakehouse.core.sql_names import quote
+from ticdc_lakehouse.iceberg.file_appender import file_system_path
 from ticdc_lakehouse.merge.frame_columns import DROPPED, LINEAGE_FIELD_IDS, OP, REMOVED, WRITTEN
 from ticdc_lakehouse.merge.table_events import TABLE_INDEX
 from ticdc_lakehouse.runtime.local_frame import row_schema
@@ -163,16 +164,6 @@ def writer_tasks(row_events: int) -> int:
     return max(1, -(-row_events // EVENTS_PER_PARTITION))
 
 
-def _local_path(location: str) -> str:
-    """The file-system path of a data file location (``file:/...`` or a bare path); object storage never takes
-    this path (``table_commit.plan_write``)."""
-    if location.startswith("file:"):
-        location = location[len("file:"):]
-        while location.startswith("//"):
-            location = location[1:]
-    return location
-
-
 def file_writer(first_index: int, layouts: Sequence[TableLayout], names: Sequence[str],
                 slots: Optional[Sequence[Sequence[str]]] = None):
     """The ``mapInArrow`` function of one frame of images: writes the task's rows, one Parquet file per (table,
@@ -297,7 +288,7 @@ class _TaskFiles:
             # file's partition itself, and a directory per bucket cost a directory creation per file
             prefix = f"{layout.bucket[0]}={bucket}-" if layout.bucket is not None else ""
             path = f"{layout.data_dir}{prefix}{uuid.uuid4().hex}-lakehouse.parquet"
-            inner = _local_path(path)
+            inner = file_system_path(path)  # object storage never comes here (``table_commit.plan_write``)
             parent = inner.rsplit("/", 1)[0]
             if parent not in self.directories:
                 self.local.create_dir(parent, recursive=True)
