@@ -62,6 +62,8 @@ bash scripts/build_local_fs.sh ".venv/share/ticdc-lakehouse/jars/local-fs/ticdc-
   || echo "setup: no compiled Craft reader (no C compiler?): Craft decodes with its Python readers, same events, slower"
 # Verify the stack: pyspark 4.1.x (a 6.x Spark provider would have replaced it), the Iceberg jars, drivers.
 .venv/bin/lakehouse check >/dev/null || { .venv/bin/lakehouse check; exit 1; }
+# Janino's jars without pyspark's signature, first on a local driver's class path (ticdc_lakehouse/runtime/unsigned_jars.py)
+.venv/bin/python -m ticdc_lakehouse.runtime.unsigned_jars | sed 's/^/setup: /'
 # The driver JVM's class archive (ticdc_lakehouse/runtime/jvm_archive.py, trained by scripts/train_class_archive.py): once per JDK and jar set, ~1 minute.
 .venv/bin/python scripts/train_class_archive.py 2>/dev/null | sed 's/^/setup: /' \
   || echo "setup: no class archive (each run's JVM starts a few seconds slower; nothing else changes)"

@@ -13,7 +13,6 @@ from __future__ import annotations
 import glob
 import logging
 import os
-import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,8 +20,10 @@ from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional
 
 from ticdc_lakehouse import PROJECT_ROOT
 from ticdc_lakehouse.runtime.config import Settings
+from ticdc_lakehouse.runtime.jar_dirs import jvm_jar_dir
 from ticdc_lakehouse.runtime.jvm_archive import driver_java_options
 from ticdc_lakehouse.runtime.jvm_names import remember_jvm_names
+from ticdc_lakehouse.runtime.unsigned_jars import unsigned_copies
 from ticdc_lakehouse.runtime.object_storage import (
     aws_java_options,
     iceberg_s3_properties,
@@ -49,17 +50,6 @@ POSTGRES_JARS = ("postgresql.jar",)
 
 class StackError(RuntimeError):
     """The installed stack is not the pinned one; the message says what to fix."""
-
-
-#: where the jar folders are when not in the virtualenv (the Docker image, whose Python prefix is root's)
-JARS_DIR_ENV = "LAKEHOUSE_JVM_JARS"
-
-
-def jvm_jar_dir(name: str = "runtime") -> Path:
-    """Where ``make setup`` puts the verified jars of ``jvm/<name>/pom.xml``: inside the virtualenv (or under
-    ``$LAKEHOUSE_JVM_JARS``)."""
-    root = os.environ.get(JARS_DIR_ENV)
-    return (Path(root) if root else Path(sys.prefix) / "share" / "ticdc-lakehouse" / "jars") / name
 
 
 def _fetched_jar(file_name: str) -> Path:
@@ -162,6 +152,10 @@ def spark_plan(settings: Settings, app_name: Optional[str] = None) -> SparkPlan:
     local_fs = local_fs_jar() if local else None
     jars = (str(iceberg_runtime_jar()), str(iceberg_aws_jar()), str(required), *map(str, others),
             *([str(local_fs)] if local_fs is not None else []))
+    if local:
+        # first on the driver's class path: Janino's classes from copies without pyspark's jar signature, which
+        # the JVM would verify class by class and the class archive cannot keep (``unsigned_jars``)
+        jars = (*unsigned_copies(), *jars)
     spark = settings.spark
     prefix = f"spark.sql.catalog.{catalog}"
     log_config = PROJECT_LOG4J if PROJECT_LOG4J.is_file() else None
