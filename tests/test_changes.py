@@ -280,3 +280,39 @@ def test_a_change_set_without_key_changes_is_the_same_without_the_key_change_ste
 
     assert collected(False) == collected(True)
     assert len(collected(False)) == 3
+
+
+def test_the_parser_warm_up_parses_what_a_change_set_types_with(spark):
+    """``warm_sql_parser`` (run beside a fresh driver's worker start) parses the typing's and the checks' SQL of
+    its column types with the session's own parser, and only parses."""
+    from ticdc_lakehouse.merge import changes
+
+    parsed = []
+    parser = spark._jsparkSession.sessionState().sqlParser()
+
+    class Recording:
+        def __init__(self, session):
+            self._session = session
+
+        def sessionState(self):
+            return self
+
+        def sqlParser(self):
+            return self
+
+        def parseExpression(self, text):
+            parsed.append(text)
+            return parser.parseExpression(text)  # Spark's own parser accepts every text
+
+    class Session:
+        _jsparkSession = Recording(spark)
+
+    changes.warm_sql_parser(Session())
+    # the texts the typing of those columns is built from (``checked_text``) are among them
+    from ticdc_lakehouse.merge.value_checks import raw_sql, text_problem_sql, try_cast_sql
+
+    for column in changes._WARM_COLUMNS:
+        raw = raw_sql("after", column)
+        assert {raw, try_cast_sql(raw, column.spark_type), text_problem_sql(raw, column)} <= set(parsed)
+    assert any("element_at" in text for text in parsed)  # the ENUM's names from numbers
+    changes.warm_sql_parser(spark)  # and on the session itself

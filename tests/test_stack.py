@@ -274,3 +274,32 @@ def test_work_after_the_start_gets_the_session_and_its_failure_stays_quiet(monke
             thread.join(10)
     assert ran == ["the session"]
     assert "the workers did not start" in caplog.text
+
+
+@pytest.mark.spark
+def test_scala_reflection_is_built_beside_the_context_and_a_failure_stays_quiet(spark, caplog):
+    """A fresh driver builds Scala's reflection universe on a JVM thread of its own while the context starts
+    (``_warm_scala_reflection``): with a live gateway it is built; with a broken one the warm-up only logs."""
+    import logging
+    import threading
+
+    from ticdc_lakehouse.runtime import spark_session
+
+    def warm_and_wait(gateway) -> None:
+        spark_session._warm_scala_reflection(gateway)
+        for thread in [t for t in threading.enumerate() if t.name == "lakehouse-warm-scala-reflection"]:
+            thread.join(60)
+            assert not thread.is_alive()
+
+    warm_and_wait(spark.sparkContext._gateway)
+    universe = getattr(spark.sparkContext._jvm.scala.reflect.runtime, "package").universe()
+    assert "JavaUniverse" in universe.getClass().getName()
+
+    class Broken:
+        @property
+        def jvm(self):
+            raise ConnectionError("the driver went away")
+
+    with caplog.at_level(logging.DEBUG, logger=spark_session.__name__):
+        warm_and_wait(Broken())
+    assert "the driver went away" in caplog.text

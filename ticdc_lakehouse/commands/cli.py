@@ -146,8 +146,19 @@ def _starting_spark(settings, changefeed: Optional[str] = None, protocol: Option
     chosen = protocol or settings.changefeed(changefeed).protocol
 
     def warm(spark) -> None:
+        import threading
+
+        from ticdc_lakehouse.merge.changes import warm_sql_parser
         from ticdc_lakehouse.merge.decode_stage import warm_decode_workers
 
+        def parse() -> None:
+            try:
+                warm_sql_parser(spark)
+            except Exception as exc:  # noqa: BLE001 - a warm-up: the frames parse for themselves
+                logging.getLogger(__name__).debug("parser warm-up: %s", exc)
+
+        # the parser on a thread of its own: the workers' start leaves a core idle for most of its second
+        threading.Thread(target=parse, name="lakehouse-warm-parser", daemon=True).start()
         warm_decode_workers(spark, chosen)
 
     return SparkStart(settings, "lakehouse-merge", then=warm)

@@ -20,7 +20,9 @@ from pyspark.sql.window import Window
 
 from ticdc_lakehouse.iceberg.columns import TargetColumn, mysql_base
 from ticdc_lakehouse.merge.table_events import TABLE_INDEX, TableRange, carry_renames, table_rows, tables_rows
-from ticdc_lakehouse.merge.value_checks import guarded, name_sql, raw_sql, table_mark, text_problem, try_cast_sql
+from ticdc_lakehouse.merge.value_checks import (
+    guarded, name_sql, named_sql, raw_sql, table_mark, text_problem, text_problem_sql, try_cast_sql,
+)
 from ticdc_lakehouse.core.model import DELETE, UPDATE
 from ticdc_lakehouse.core.sql_names import sql_string
 from ticdc_lakehouse.merge.frame_columns import OP, PRESENT
@@ -347,3 +349,36 @@ def tables_change_set(events: DataFrame, ranges: Sequence[TableRange], columns: 
     typed = typed_changes(rows, columns, keys, partial, carried, keys_move)
     return merge_source(collapse_to_last(typed, len(keys), partial, carried, partitions), columns, keys, partial,
                         carried)
+
+
+#: the column types whose typing and checks ``warm_sql_parser`` parses once: the common shapes of TiDB tables
+_WARM_COLUMNS = (
+    TargetColumn("id", "bigint", "bigint", required=True), TargetColumn("n", "int", "int"),
+    TargetColumn("amount", "decimal(12,2)", "decimal(12,2)"), TargetColumn("name", "string", "varchar(64)"),
+    TargetColumn("at", "timestamp_ntz", "datetime"), TargetColumn("day", "date", "date"),
+    TargetColumn("ratio", "double", "double"), TargetColumn("flag", "boolean", "tinyint(1)"),
+    TargetColumn("kind", "string", "enum('a','b')"),
+)
+
+
+def warm_sql_parser(spark) -> None:
+    """Parse the SQL of a change set's typing and value checks (``checked_text``) for a few common column types,
+    once, so that the run's first change sets find Spark's parser warm.
+
+    Why: the typing projection is built from SQL text (``value_checks``), and Spark's parser starts cold in every
+    fresh driver: its first parse costs about 80 ms (the generated parser's tables), each new shape of expression
+    tens of ms more (ANTLR learns its predictions as it parses), then about 2 ms. A run met all of that while it
+    planned its write frames, between the decode and the writes, where nothing else runs. Parsed beside the
+    decode's warm-up job (``decode_stage.warm_decode_workers``), which leaves a core idle while the workers start,
+    the frames meet a warm parser. Only parsed, never analysed or run: nothing in the session changes."""
+    parser = spark._jsparkSession.sessionState().sqlParser()
+    for column in _WARM_COLUMNS:
+        raw = raw_sql("after", column)
+        texts = [raw, try_cast_sql(raw, column.spark_type), text_problem_sql(raw, column), named_sql(column)]
+        if column.required:
+            texts.append(f"CASE WHEN op = {sql_string(DELETE)} THEN {raw_sql('before', column)} ELSE {raw} END")
+        base, elements = mysql_base(column.mysql_type)
+        if base in ("enum", "set"):
+            texts.append(names_from_numbers_sql(raw, base, elements))
+        for text in texts:
+            parser.parseExpression(text)

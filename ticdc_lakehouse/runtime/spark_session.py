@@ -329,7 +329,28 @@ def _start_driver(conf: Mapping[str, str]) -> None:
     if SparkContext._gateway is None:
         gateway = start_driver(conf)
         if gateway is not None:
+            _warm_scala_reflection(gateway)
             SparkContext._ensure_initialized(gateway=gateway)
+
+
+def _warm_scala_reflection(gateway) -> None:
+    """Build Scala's runtime reflection universe on a JVM thread of its own while this one creates the context.
+
+    Why: a session's creation loads the session extensions on the classpath, among them MLlib's function
+    registration, whose user-defined functions need Scala's reflection universe: about 0.4 s of one core to build
+    (JFR: ``JavaUniverse.init`` under ``SparkSession.<init>``), on the path of every run, while the other core
+    waits. Built beside the context's creation, the session finds it ready: about 0.15 s less to a session
+    (medians of four fresh drivers). The universe is a lazy value Scala builds once under its own lock, whoever
+    asks first; best effort, a failure only logs."""
+    import threading
+
+    def build() -> None:
+        try:
+            getattr(gateway.jvm.scala.reflect.runtime, "package").universe()
+        except Exception as exc:  # noqa: BLE001 - a warm-up: the session builds it itself if this failed
+            logging.getLogger(__name__).debug("Scala's reflection universe not built ahead: %s", exc)
+
+    threading.Thread(target=build, name="lakehouse-warm-scala-reflection", daemon=True).start()
 
 
 #: how long a ``SparkStart`` holds its caller back while its thread imports pyspark (see ``SparkStart.__init__``)
