@@ -281,4 +281,3 @@ def set_aside_invalid(ctx, schema: str, table: str, target, lower: int, upto_ts:
         return valid_events(rows, target.columns, target.keys), upto_ts
     finally:
         bad.unpersist()
-
