@@ -150,3 +150,51 @@ def test_with_the_setting_off_spark_submit_starts_the_driver(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     started = json.loads(result.stdout.strip().splitlines()[-1])
     assert started["started_by"].endswith("spark-submit") and started["count"] == 3
+
+
+def test_a_process_ending_while_its_driver_starts_stops_it_and_leaves_no_folder(tmp_path, monkeypatch):
+    """``cli.run`` ends the process with ``os._exit``, which stops the daemon thread starting the driver where it
+    stands: ``remove_starting_connections`` stops that driver and removes its connection folder, and the kept
+    command (not at fault) stays."""
+    import threading
+    import time
+
+    monkeypatch.setattr(driver_launch, "_STARTING", {})
+    monkeypatch.setattr(driver_launch, "_ENDING", threading.Event())
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(driver_launch.tempfile, "tempdir", None)  # re-read TMPDIR
+    install = spark_install()
+    kept = tmp_path / f"driver-{launch_digest(submit_arguments(CONF), install, script_environment(install))}.cmd"
+    kept.write_bytes(b"\0\nsleep\x0030\0")  # a driver that takes its time to listen
+    outcome = []
+    thread = threading.Thread(target=lambda: outcome.append(start_driver(CONF, kept_in=tmp_path)), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not any(proc is not None for proc in driver_launch._STARTING.values()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    [(folder, proc)] = driver_launch._STARTING.items()
+    assert folder.parent == tmp_path / "tmp" and folder.is_dir()
+    driver_launch.remove_starting_connections()
+    assert not folder.exists() and proc.returncode is not None
+    thread.join(30)
+    assert outcome == [None] and kept.exists()
+    assert not list((tmp_path / "tmp").iterdir())
+
+
+def test_a_command_failing_while_the_driver_starts_says_one_line_and_leaves_no_folder(tmp_path):
+    """End to end: a backfill of an archive with no log files fails after the driver began to start; the user sees
+    the one error line (no Java stack trace of a driver that lost its folder), and nothing is left in TMPDIR."""
+    archive, scratch = tmp_path / "archive", tmp_path / "tmp"
+    archive.mkdir()
+    scratch.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE")}
+    env.update(LAKEHOUSE_HOME=str(tmp_path / "home"), TMPDIR=str(scratch))
+    for _ in range(2):
+        result = subprocess.run([sys.executable, "-m", "ticdc_lakehouse.commands.cli", "backfill", "--archive",
+                                 str(archive), "--protocol", "open"], env=env, cwd=PROJECT_ROOT,
+                                capture_output=True, text=True, timeout=300)
+        assert result.returncode == 1
+        assert "no Kafka log files found" in result.stderr
+        assert "Exception" not in result.stderr and "\tat " not in result.stderr, result.stderr
+        assert not [p for p in scratch.iterdir() if p.name.startswith("lakehouse-driver-")]

@@ -404,7 +404,8 @@ def run() -> None:
     0.2 s of every run), for nothing: the process ends anyway, the driver JVM stops when its pipe closes, and no
     work of the command is left (it returns after its last commit). As the normal exit does, it first waits for
     any thread that is not a daemon, then flushes the output and shuts logging down; no atexit handler of ours
-    needs to run."""
+    needs to run (the connection folder of a driver still starting is removed here, see
+    ``driver_launch.remove_starting_connections``)."""
     import threading
 
     code = main()
@@ -417,6 +418,9 @@ def run() -> None:
     except OSError:  # a closed pipe (``| head``): what Python's own exit reports as 120
         code = code or 120
     logging.shutdown()
+    launch = sys.modules.get("ticdc_lakehouse.runtime.driver_launch")
+    if launch is not None:  # a driver may still be starting on its daemon thread
+        launch.remove_starting_connections()
     os._exit(code)
 
 

@@ -51,6 +51,11 @@ _POLL_SECONDS = 0.01
 #: commands kept (the newest; a deployment's arguments name its home, so each home has its own)
 KEPT_COMMANDS = 64
 _GATEWAY_ENV = threading.Lock()
+#: the connection folders of drivers starting right now, with their process once started (see
+#: ``remove_starting_connections``)
+_STARTING: dict[Path, Optional[subprocess.Popen]] = {}
+#: set when the process ends with drivers still starting: a driver stopped then says nothing of its kept command
+_ENDING = threading.Event()
 
 
 @dataclass(frozen=True)
@@ -173,22 +178,44 @@ def start_driver(conf: Mapping[str, str], kept_in: Optional[Path] = None) -> Opt
         log.debug("the launcher gave no driver command (%s): spark-submit starts the driver", exc)
         return None
     connection_dir = Path(tempfile.mkdtemp(prefix="lakehouse-driver-"))
+    _STARTING[connection_dir] = None
     try:
         connection = connection_dir / "connection"
         env.update(SPARK_CONNECT_MODE="0", _PYSPARK_DRIVER_CONN_INFO_PATH=str(connection))
         proc = subprocess.Popen(command, stdin=subprocess.PIPE, env=env, preexec_fn=_ignore_sigint)
+        _STARTING[connection_dir] = proc
         while proc.poll() is None and not connection.is_file():
             time.sleep(_POLL_SECONDS)
         if not connection.is_file():
+            if _ENDING.is_set():  # stopped by ``remove_starting_connections``: the command is not at fault
+                return None
             log.debug("the kept driver command exited with %s: spark-submit starts the driver", proc.returncode)
             kept.unlink(missing_ok=True)
             return None
         port, secret = _read_connection(connection)
     finally:
         shutil.rmtree(connection_dir, ignore_errors=True)
+        _STARTING.pop(connection_dir, None)
     gateway = _connect(port, secret)
     gateway.proc = proc  # as pyspark keeps the driver it starts: its stdin is the pipe whose end stops it
     return gateway
+
+
+def remove_starting_connections() -> None:
+    """Stop the drivers still starting and remove their connection folders, for a process that ends now.
+
+    Why: the driver starts on a daemon thread (``spark_session.SparkStart``) while the command does its own work; a
+    command that ends before the driver is up (a failed check, an archive it cannot read) ends that thread where
+    it stands, and its ``finally`` never removed the folder (in the system's temporary directory, one a run). The
+    driver is stopped first: it would otherwise print a Java stack trace when it finds its folder gone (a driver
+    that is up stops by itself when the process's pipe to it closes)."""
+    _ENDING.set()
+    for folder, proc in list(_STARTING.items()):
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+        _STARTING.pop(folder, None)
 
 
 def _ignore_sigint() -> None:
