@@ -83,3 +83,36 @@ def test_a_table_s_events_are_found_by_reading_its_own_batches_of_the_clustered_
         assert found == set() and read <= 2 * 50  # at most the batch of each partition its key would sort into
     finally:
         clustered.unpersist()
+
+
+def test_the_run_caches_the_decode_s_output_grouped_by_table_without_sorting_it(spark, tmp_path):
+    """As the engine caches a run's events (``with_table_key`` over ``decode_landed``, no Spark sort): each table's
+    events are found by reading its own batches, as from the sorted cache, because the decode tasks hand them
+    over grouped by table."""
+    import pyarrow.parquet as pq
+    from pathlib import Path
+
+    from ticdc_lakehouse.decode import DecoderOptions
+    from ticdc_lakehouse.merge.decode_stage import decode_landed
+    from ticdc_lakehouse.merge.table_events import with_table_key
+    from tests.test_decode_stage import interleaved_landed_batch
+
+    tables = tuple(f"Orders_{i:02}" for i in range(20))
+    segment = tmp_path / "segment.parquet"
+    pq.write_table(__import__("pyarrow").Table.from_batches([interleaved_landed_batch(2000, tables)]), segment)
+    previous = spark.conf.get("spark.sql.inMemoryColumnarStorage.batchSize")
+    spark.conf.set("spark.sql.inMemoryColumnarStorage.batchSize", "50")
+    try:
+        cached = with_table_key(decode_landed(spark, [Path(segment)], {}, "open", DecoderOptions())).cache()
+        assert cached.count() == 2002
+        plan = cached._jdf.queryExecution().executedPlan().toString()
+        assert "Sort [" not in plan
+    finally:
+        spark.conf.set("spark.sql.inMemoryColumnarStorage.batchSize", previous)
+    try:
+        for table in ("orders_03", "ORDERS_17"):
+            found, read = _read_from_cache(table_rows(cached, "shop", table, 0, 10_000))
+            assert len(found) == 100, table
+            assert read <= 100 + 2 * 50 * cached.rdd.getNumPartitions(), (table, read)
+    finally:
+        cached.unpersist()

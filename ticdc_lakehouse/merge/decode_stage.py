@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Iterator, Mapping, Optional, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.accumulators import Accumulator
 
@@ -33,6 +34,9 @@ from ticdc_lakehouse.core.model import Message, SourceUnavailable
 
 #: decoded events per output batch: bounds executor memory whatever the segment size
 OUTPUT_BATCH_EVENTS = 4096
+#: decoded events a task holds (as Arrow batches, about 25 MB) to hand them over grouped by table (see
+#: ``grouped_by_table``): a task of at most this many events hands them over fully grouped
+GROUP_EVENTS = 65_536
 #: decode tasks per core of the session, each reading its share of the landed pieces: two even out the pieces'
 #: sizes (a task that finishes early takes another); four cost each task's start again for nothing (a 275k-event
 #: backfill, side by side: 0.97x CPU with two, in three of three pairs, and no slower decode alone)
@@ -68,6 +72,15 @@ def decode_batches(protocol: str, options: DecoderOptions, stats: Optional[Accum
             yield from decode_task(batches)
 
     def decode_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        held: list[pa.RecordBatch] = []
+        for batch in decoded_batches(batches):
+            held.append(batch)
+            if sum(b.num_rows for b in held) >= GROUP_EVENTS:
+                yield from grouped_by_table(held)
+                held = []
+        yield from grouped_by_table(held)
+
+    def decoded_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         decoder = make_decoder(protocol, options)
         folder = StatsFolder() if stats is not None else None
         pending = []
@@ -94,10 +107,29 @@ def decode_batches(protocol: str, options: DecoderOptions, stats: Optional[Accum
             stats.add(folder.finish())
         if pending:
             yield events_to_batch(pending)
-        else:
-            yield pa.RecordBatch.from_pylist([], schema=EVENT_ARROW_SCHEMA)
 
     return run
+
+
+def grouped_by_table(batches: Sequence[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``batches`` of decoded events again, each table's events next to each other (ordered by lower-cased schema
+    and table name, events of no table last), in batches of ``OUTPUT_BATCH_EVENTS``; one empty batch for none.
+
+    Why: the run caches the decoded events in column batches, and each change set finds its tables' events by the
+    least and greatest table name of each batch (``table_events.TABLE_KEY``): batches holding few tables
+    each spare every change set the others' events. Spark sorted each decode task's output by table for that: a
+    sort of every event with its string maps, a sixth of the decode stage (0.55 s of 3.7 s for 275k events, a
+    warm session). Arrow sorts a task's batches by their two name columns in a few milliseconds. Python's and
+    Spark's lower-casing may differ for a few letters outside ASCII: such a table's events may then lie in two
+    groups, which costs a scan a batch more, never an event (the scans filter on Spark's own key)."""
+    if not batches:
+        yield pa.RecordBatch.from_pylist([], schema=EVENT_ARROW_SCHEMA)
+        return
+    events = pa.Table.from_batches(batches, schema=EVENT_ARROW_SCHEMA)
+    names = pa.table({"schema": pc.utf8_lower(events.column("schema_name")),
+                      "table": pc.utf8_lower(events.column("table_name"))})
+    order = pc.sort_indices(names, sort_keys=[("schema", "ascending", "at_end"), ("table", "ascending", "at_end")])
+    yield from events.take(order).to_batches(max_chunksize=OUTPUT_BATCH_EVENTS)
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ from ticdc_lakehouse.merge.plan import RunPlan, table_key
 from ticdc_lakehouse.merge.planning import plan_cut, record_dead_letters
 from ticdc_lakehouse.merge.run_state import DecodedRun, MergeReport, RunContext
 from ticdc_lakehouse.merge.staged_stats import finish
-from ticdc_lakehouse.merge.table_events import clustered_by_table
+from ticdc_lakehouse.merge.table_events import clustered_by_table, with_table_key
 from ticdc_lakehouse.commands.progress import spark_tasks
 from ticdc_lakehouse.runtime.state import HaltedTable, StateStore
 
@@ -128,10 +128,13 @@ def run_merge(
         if protocol in PROTOCOLS_WITH_MISSING_TS:
             # with resolved events, a ts at or below the cut would read as applied: the first ts above it
             events = fill_made_up_ts(events, checkpoint.resolved_ts + 1 if resolved_mode else 0)
+            events = clustered_by_table(events)  # the fill's window reorders the events by partition
+        else:
+            events = with_table_key(events)  # grouped by table by the decode tasks
         # Kept as Spark's column batches, not serialized: pyspark's MEMORY_AND_DISK is its serialized level, which
         # Java-serialized and LZ4-compressed every batch into the cache and undid both in every pass over it (a
         # tenth of the executors' time in a 275k-event run). Batches that do not fit in memory still go to disk.
-        events = clustered_by_table(events).persist(StorageLevel.MEMORY_AND_DISK_DESER)
+        events = events.persist(StorageLevel.MEMORY_AND_DISK_DESER)
         try:
             try:
                 phase = time.monotonic()

@@ -34,8 +34,15 @@ def clustered_by_table(events: DataFrame) -> DataFrame:
     tables of distinct columns spent minutes scanning). The sort is Spark's, spilling to disk when short of
     memory; the event order it changes does not count (a change set orders a key's changes by commit ts and
     delivery position)."""
-    key = F.concat_ws(_KEY_SEPARATOR, F.lower(F.col("schema_name")), F.lower(F.col("table_name")))
-    return events.withColumn(TABLE_KEY, key).sortWithinPartitions(TABLE_KEY)
+    return with_table_key(events).sortWithinPartitions(TABLE_KEY)
+
+
+def with_table_key(events: DataFrame) -> DataFrame:
+    """The decoded events with ``TABLE_KEY``, in the order they come: the decode tasks hand their events over
+    grouped by table already (``decode_stage.grouped_by_table``), so the run caches them so, without Spark's
+    sort (``clustered_by_table`` sorts: for events in any order)."""
+    return events.withColumn(TABLE_KEY, F.concat_ws(_KEY_SEPARATOR, F.lower(F.col("schema_name")),
+                                                    F.lower(F.col("table_name"))))
 
 
 def _table_key(schema: str, table: str) -> Column:
