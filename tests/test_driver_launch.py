@@ -198,3 +198,27 @@ def test_a_command_failing_while_the_driver_starts_says_one_line_and_leaves_no_f
         assert "no Kafka log files found" in result.stderr
         assert "Exception" not in result.stderr and "\tat " not in result.stderr, result.stderr
         assert not [p for p in scratch.iterdir() if p.name.startswith("lakehouse-driver-")]
+
+
+def test_connection_folders_of_killed_processes_are_removed_once_old(tmp_path):
+    """A process killed while its driver started (SIGKILL runs no cleanup) leaves its connection folder; the next
+    start removes this user's folders older than an hour, and nothing else."""
+    import time
+
+    from ticdc_lakehouse.runtime.driver_launch import ABANDONED_AFTER_SECONDS, remove_abandoned_connections
+
+    now = time.time()
+    old, fresh = tmp_path / "lakehouse-driver-old", tmp_path / "lakehouse-driver-fresh"
+    for folder in (old, fresh):
+        folder.mkdir()
+        (folder / "connection").write_bytes(b"x" * 72)
+    os.utime(old, (now - ABANDONED_AFTER_SECONDS - 5,) * 2)
+    not_a_folder = tmp_path / "lakehouse-driver-file"
+    not_a_folder.write_text("mine")
+    os.utime(not_a_folder, (now - 2 * ABANDONED_AFTER_SECONDS,) * 2)
+    other = tmp_path / "other-old"
+    other.mkdir()
+    os.utime(other, (now - 2 * ABANDONED_AFTER_SECONDS,) * 2)
+    remove_abandoned_connections(tmp_path, now=now)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lakehouse-driver-file", "lakehouse-driver-fresh",
+                                                         "other-old"]

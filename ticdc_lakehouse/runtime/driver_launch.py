@@ -24,6 +24,7 @@ import os
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import threading
@@ -56,6 +57,9 @@ _GATEWAY_ENV = threading.Lock()
 _STARTING: dict[Path, Optional[subprocess.Popen]] = {}
 #: set when the process ends with drivers still starting: a driver stopped then says nothing of its kept command
 _ENDING = threading.Event()
+#: a connection folder lives while its driver starts (seconds): one older than this was left by a killed process
+ABANDONED_AFTER_SECONDS = 3600
+_FOLDER_PREFIX = "lakehouse-driver-"
 
 
 @dataclass(frozen=True)
@@ -177,7 +181,8 @@ def start_driver(conf: Mapping[str, str], kept_in: Optional[Path] = None) -> Opt
     except (OSError, ValueError, subprocess.CalledProcessError) as exc:
         log.debug("the launcher gave no driver command (%s): spark-submit starts the driver", exc)
         return None
-    connection_dir = Path(tempfile.mkdtemp(prefix="lakehouse-driver-"))
+    remove_abandoned_connections(Path(tempfile.gettempdir()))
+    connection_dir = Path(tempfile.mkdtemp(prefix=_FOLDER_PREFIX))
     _STARTING[connection_dir] = None
     try:
         connection = connection_dir / "connection"
@@ -216,6 +221,25 @@ def remove_starting_connections() -> None:
             proc.wait()
         shutil.rmtree(folder, ignore_errors=True)
         _STARTING.pop(folder, None)
+
+
+def remove_abandoned_connections(temporary: Path, now: Optional[float] = None) -> None:
+    """Remove this user's connection folders in ``temporary`` older than ``ABANDONED_AFTER_SECONDS``: those of
+    processes killed while their driver started (a SIGKILL runs no cleanup; ``remove_starting_connections``
+    covers every other end)."""
+    now = time.time() if now is None else now
+    try:
+        folders = list(temporary.glob(f"{_FOLDER_PREFIX}*"))
+    except OSError:
+        return
+    for folder in folders:
+        try:
+            info = folder.lstat()
+        except OSError:
+            continue
+        if (stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid()
+                and now - info.st_mtime > ABANDONED_AFTER_SECONDS):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _ignore_sigint() -> None:
