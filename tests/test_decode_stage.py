@@ -15,9 +15,15 @@ from ticdc_lakehouse.core.model import Position, ResolvedEvent, RowChange
 
 
 def landed_batch(count: int) -> pa.RecordBatch:
+    return interleaved_landed_batch(count, ("t",), schema="s")
+
+
+def interleaved_landed_batch(count: int, tables: tuple[str, ...], schema: str = "Shop") -> pa.RecordBatch:
+    """``count`` inserts spread over ``tables`` round robin (as a partition interleaves its tables), then a
+    resolved event and a record no decoder reads, as a landed segment holds them."""
     encoder = OpenProtocolEncoder()
-    records = [encoder.encode(RowChange("s", "t", 10 + i, "I", {"id": str(i)}, None, ("id",), {"id": "int"},
-                                        Position("k", 0, i))) for i in range(count)]
+    records = [encoder.encode(RowChange(schema, tables[i % len(tables)], 10 + i, "I", {"id": str(i)}, None, ("id",),
+                                        {"id": "int"}, Position("k", 0, i))) for i in range(count)]
     records.append(encoder.encode(ResolvedEvent(10 + count, Position("k", 0, count))))
     records.append((b"not open protocol", b"{"))
     return pa.RecordBatch.from_pydict(
@@ -82,22 +88,6 @@ def test_a_segment_a_task_cannot_read_is_named_in_its_error(tmp_path):
     broken.write_bytes(b"PAR1 not a parquet file")
     with pytest.raises(OSError, match=f"^{UNREADABLE_SEGMENT} {broken}: "):
         list(read_pieces([SegmentPiece(broken)], iter([pa.RecordBatch.from_pydict({"id": [0]})])))
-
-
-def interleaved_landed_batch(count: int, tables: tuple[str, ...]) -> pa.RecordBatch:
-    """``count`` inserts spread over ``tables`` round robin (as a partition interleaves its tables), then a
-    resolved event and a record no decoder reads."""
-    encoder = OpenProtocolEncoder()
-    records = [encoder.encode(RowChange("Shop", tables[i % len(tables)], 10 + i, "I", {"id": str(i)}, None, ("id",),
-                                        {"id": "int"}, Position("k", 0, i))) for i in range(count)]
-    records.append(encoder.encode(ResolvedEvent(10 + count, Position("k", 0, count))))
-    records.append((b"not open protocol", b"{"))
-    return pa.RecordBatch.from_pydict(
-        {"topic": ["k"] * len(records), "partition": [0] * len(records), "offset": list(range(len(records))),
-         "timestamp": [None] * len(records), "key": [k for k, _ in records], "value": [v for _, v in records],
-         "headers": [[]] * len(records)},
-        schema=LANDED_SCHEMA,
-    )
 
 
 def _runs(names: list) -> list:
