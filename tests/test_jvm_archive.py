@@ -8,14 +8,14 @@ import subprocess
 
 import pytest
 
-from ticdc_lakehouse.runtime import jvm_archive
+from ticdc_lakehouse.runtime import jar_dirs, jvm_archive
 from ticdc_lakehouse.runtime.jvm_archive import DUMP_ENV, archive_key, driver_java_options
 
 
 @pytest.fixture
 def archive_dir(tmp_path, monkeypatch):
     """A virtualenv prefix of our own, so the real installation's archive is never touched."""
-    monkeypatch.setattr(jvm_archive.sys, "prefix", str(tmp_path))
+    monkeypatch.setattr(jar_dirs.sys, "prefix", str(tmp_path))
     monkeypatch.delenv(DUMP_ENV, raising=False)
     return tmp_path / "share" / "ticdc-lakehouse"
 

@@ -418,9 +418,9 @@ def run() -> None:
     except OSError:  # a closed pipe (``| head``): what Python's own exit reports as 120
         code = code or 120
     logging.shutdown()
-    launch = sys.modules.get("ticdc_lakehouse.runtime.driver_launch")
-    if launch is not None:  # a driver may still be starting on its daemon thread
-        launch.remove_starting_connections()
+    from ticdc_lakehouse.runtime.driver_launch import remove_starting_connections
+
+    remove_starting_connections()  # a driver may still be starting on its daemon thread
     os._exit(code)
 
 

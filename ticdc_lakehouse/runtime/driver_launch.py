@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
+from ticdc_lakehouse.runtime.jar_dirs import installation_dir
+
 if TYPE_CHECKING:  # pragma: no cover
     from py4j.java_gateway import JavaGateway
 
@@ -129,9 +131,7 @@ def parse_launcher_output(output: bytes) -> list[str]:
 
 def commands_dir() -> Path:
     """Where the driver commands are kept: beside the installation they are valid for."""
-    import sys
-
-    return Path(sys.prefix) / "share" / "ticdc-lakehouse" / "driver-commands"
+    return installation_dir() / "driver-commands"
 
 
 def driver_command(args: Sequence[str], install: SparkInstall, env: Mapping[str, str], kept: Path) -> list[str]:

@@ -19,9 +19,10 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import sys
 from pathlib import Path
 from typing import Iterable, Optional
+
+from ticdc_lakehouse.runtime.jar_dirs import installation_dir, spark_jars_dir
 
 #: set by the trainer: the driver JVM writes its archive to this path when it exits, instead of reading one
 DUMP_ENV = "LAKEHOUSE_JVM_ARCHIVE_DUMP"
@@ -53,13 +54,10 @@ def archive_key(jars: Iterable[str]) -> Optional[str]:
     # the jars are on the driver's class path (spark_session.jar_settings): archives trained with them in
     # spark.jars (before) are for another class path
     parts = ["driver-class-path", _identity(home / "lib" / "server" / "libjvm.so")]
-    try:
-        import pyspark
-
-        spark_jars = Path(pyspark.__file__).parent / "jars"
-        parts += sorted(_identity(p) for p in spark_jars.glob("*.jar"))
-    except ImportError:
+    spark_jars = spark_jars_dir()
+    if spark_jars is None:
         return None
+    parts += sorted(_identity(p) for p in spark_jars.glob("*.jar"))
     parts += sorted(_identity(Path(j)) for j in jars)  # spark.jars order differs by catalog; loading does not
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
@@ -69,7 +67,7 @@ def archive_path(jars: Iterable[str]) -> Optional[Path]:
     key = archive_key(jars)
     if key is None:
         return None
-    return Path(sys.prefix) / "share" / "ticdc-lakehouse" / f"spark-driver-{key}.jsa"
+    return installation_dir() / f"spark-driver-{key}.jsa"
 
 
 def driver_java_options(jars: Iterable[str], enabled: bool = True) -> str:

@@ -15,31 +15,19 @@ another Janino finds none until setup runs again, and runs as before); a cluster
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import zipfile
 from pathlib import Path
 from typing import Optional
 
-from ticdc_lakehouse.runtime.jar_dirs import jvm_jar_dir
-
-log = logging.getLogger(__name__)
+from ticdc_lakehouse.runtime.jar_dirs import jvm_jar_dir, spark_jars_dir
 
 #: the signed jars of pyspark's distribution whose classes every run loads
 SIGNED_SPARK_JARS = ("janino-*.jar", "commons-compiler-*.jar")
 #: a jar entry that makes it signed: the signature file and its signature block (``jar`` tool's rules)
 _SIGNATURE_ENTRY = re.compile(r"^META-INF/(?:[^/]+\.(?:SF|DSA|RSA|EC)|SIG-[^/]*)$", re.IGNORECASE)
 _MANIFEST = "META-INF/MANIFEST.MF"
-
-
-def spark_jars_dir() -> Optional[Path]:
-    """pyspark's ``jars`` folder, or None without pyspark."""
-    try:
-        import pyspark
-    except ImportError:
-        return None
-    return Path(pyspark.__file__).parent / "jars"
 
 
 def copies_dir() -> Path:
