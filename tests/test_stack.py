@@ -291,6 +291,19 @@ def test_scala_reflection_is_built_beside_the_context_and_a_failure_stays_quiet(
             thread.join(60)
             assert not thread.is_alive()
 
+    asked = []
+
+    class Recording:
+        """A gateway whose ``scala.reflect.runtime.package.universe()`` notes the thread that asked."""
+
+        def __getattr__(self, name):
+            return self
+
+        def universe(self):
+            asked.append(threading.current_thread().name)
+
+    warm_and_wait(Recording())
+    assert asked == ["lakehouse-warm-scala-reflection"]  # asked once, on a thread of its own
     warm_and_wait(spark.sparkContext._gateway)
     universe = getattr(spark.sparkContext._jvm.scala.reflect.runtime, "package").universe()
     assert "JavaUniverse" in universe.getClass().getName()
