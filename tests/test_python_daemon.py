@@ -110,3 +110,29 @@ def test_a_worker_of_the_session_starts_with_them_loaded(spark):
         yield pa.RecordBatch.from_pylist([{"missing": [n for n in names if n not in worker_sys.modules]}])
 
     assert spark.range(1).mapInArrow(loaded, "missing array<string>").first()["missing"] == []
+
+
+@pytest.mark.spark
+def test_the_workers_the_warm_up_starts_serve_the_decode_tasks(spark):
+    """``decode_stage.warm_decode_workers`` starts the Python workers with a job of the RDD API (it runs before the
+    session exists); the decode's ``mapInArrow`` tasks must then run in workers of the same daemon, not start a
+    second one. Spark keys its daemons by the tasks' environment, which our sessions give both kinds of task alike
+    (``spark.executorEnv.SPARK_SIMPLIFIED_TRACEBACK``): without it the two jobs' workers have different parents."""
+    import os
+
+    import pyarrow as pa
+
+    from ticdc_lakehouse.merge.decode_stage import warm_decode_workers
+
+    context = spark.sparkContext
+    warm_decode_workers(context, "open")
+    rdd_daemons = set(context.parallelize(range(2), 2).mapPartitions(lambda _: [os.getppid()]).collect())
+
+    def daemon(batches):
+        for _ in batches:
+            pass
+        yield pa.RecordBatch.from_pylist([{"daemon": os.getppid()}])
+
+    sql_daemons = {row["daemon"] for row in spark.range(0, 2, numPartitions=2).mapInArrow(daemon, "daemon bigint")
+                   .collect()}
+    assert len(rdd_daemons) == 1 and sql_daemons == rdd_daemons

@@ -239,7 +239,7 @@ def test_a_session_started_on_a_thread_hands_its_failure_to_the_caller(monkeypat
 
     release = threading.Event()
 
-    def failing(settings, app_name=None):
+    def failing(settings, app_name=None, on_context=None):
         release.wait(5)
         raise spark_session.StackError("iceberg-spark-runtime missing: run `make setup`")
 
@@ -267,12 +267,45 @@ def test_work_after_the_start_gets_the_session_and_its_failure_stays_quiet(monke
         ran.append(spark)
         raise RuntimeError("the workers did not start")
 
-    monkeypatch.setattr(spark_session, "get_spark", lambda settings, app_name=None: "the session")
+    monkeypatch.setattr(spark_session, "get_spark", lambda settings, app_name=None, on_context=None: "the session")
     with caplog.at_level(logging.DEBUG, logger=spark_session.__name__):
         spark_session.SparkStart(load_settings(env={"LAKEHOUSE_HOME": str(tmp_path)}), "test", then=then)
         for thread in [t for t in threading.enumerate() if t.name == "spark-start"]:
             thread.join(10)
     assert ran == ["the session"]
+    assert "the workers did not start" in caplog.text
+
+
+def test_work_for_the_context_runs_beside_the_session_creation_and_its_failure_stays_quiet(monkeypatch, tmp_path,
+                                                                                          caplog):
+    """``SparkStart``'s ``on_context`` gets the new SparkContext while the session is still being created on it:
+    on a thread of its own, so the creation does not wait for it (here the creation waits until it has run), and
+    what it raises is logged, never raised into the command."""
+    import logging
+    import threading
+
+    from ticdc_lakehouse.runtime import spark_session
+    from ticdc_lakehouse.runtime.config import load_settings
+
+    ran = []
+    done = threading.Event()
+
+    def on_context(context):
+        ran.append((context, threading.current_thread().name))
+        done.set()
+        raise RuntimeError("the workers did not start")
+
+    def creating(settings, app_name=None, on_context=None):
+        on_context("the context")
+        assert done.wait(10)  # ran beside this thread, which goes on creating the session
+        return "the session"
+
+    monkeypatch.setattr(spark_session, "get_spark", creating)
+    with caplog.at_level(logging.DEBUG, logger=spark_session.__name__):
+        spark_session.SparkStart(load_settings(env={"LAKEHOUSE_HOME": str(tmp_path)}), "test", on_context=on_context)
+        for thread in [t for t in threading.enumerate() if t.name in ("spark-start", "spark-start-context")]:
+            thread.join(10)
+    assert ran == [("the context", "spark-start-context")]
     assert "the workers did not start" in caplog.text
 
 

@@ -140,28 +140,23 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _starting_spark(settings, changefeed: Optional[str] = None, protocol: Optional[str] = None):
     """The merge's session, starting now (``spark_session.SparkStart``): the pipeline's imports and the landing
-    run while the JVM starts, and the decode's Python workers start while the merge reads its state."""
+    run while the JVM starts, the decode's Python workers start while the session is created, and Spark's SQL
+    parser warms up while the merge reads its state."""
     from ticdc_lakehouse.runtime.spark_session import SparkStart
 
     chosen = protocol or settings.changefeed(changefeed).protocol
 
-    def warm(spark) -> None:
-        import threading
-
-        from ticdc_lakehouse.merge.changes import warm_sql_parser
+    def start_workers(context) -> None:
         from ticdc_lakehouse.merge.decode_stage import warm_decode_workers
 
-        def parse() -> None:
-            try:
-                warm_sql_parser(spark)
-            except Exception as exc:  # noqa: BLE001 - a warm-up: the frames parse for themselves
-                logging.getLogger(__name__).debug("parser warm-up: %s", exc)
+        warm_decode_workers(context, chosen)
 
-        # the parser on a thread of its own: the workers' start leaves a core idle for most of its second
-        threading.Thread(target=parse, name="lakehouse-warm-parser", daemon=True).start()
-        warm_decode_workers(spark, chosen)
+    def warm_parser(spark) -> None:
+        from ticdc_lakehouse.merge.changes import warm_sql_parser
 
-    return SparkStart(settings, "lakehouse-merge", then=warm)
+        warm_sql_parser(spark)
+
+    return SparkStart(settings, "lakehouse-merge", then=warm_parser, on_context=start_workers)
 
 
 def cmd_land(args: argparse.Namespace) -> int:

@@ -368,9 +368,9 @@ def warm_sql_parser(spark) -> None:
     Why: the typing projection is built from SQL text (``value_checks``), and Spark's parser starts cold in every
     fresh driver: its first parse costs about 80 ms (the generated parser's tables), each new shape of expression
     tens of ms more (ANTLR learns its predictions as it parses), then about 2 ms. A run met all of that while it
-    planned its write frames, between the decode and the writes, where nothing else runs. Parsed beside the
-    decode's warm-up job (``decode_stage.warm_decode_workers``), which leaves a core idle while the workers start,
-    the frames meet a warm parser. Only parsed, never analysed or run: nothing in the session changes."""
+    planned its write frames, between the decode and the writes, where nothing else runs. Parsed once the session is
+    handed over, beside the merge's reading of its state and the decode, the frames meet a warm parser. Only
+    parsed, never analysed or run: nothing in the session changes."""
     parser = spark._jsparkSession.sessionState().sqlParser()
     for column in _WARM_COLUMNS:
         raw = raw_sql("after", column)

@@ -181,21 +181,27 @@ def decode_landed(spark, paths: list[Location], start_offsets: Mapping[tuple[str
     return spark.range(0, len(pieces), numPartitions=tasks).mapInArrow(run, row_schema(EVENT_SPARK_SCHEMA))
 
 
-def warm_decode_workers(spark, protocol: str) -> None:
-    """Start the session's Python workers, one per core, with the decode stage and ``protocol``'s decoder imported.
+def warm_decode_workers(context, protocol: str) -> None:
+    """Start the Python workers of the session being created on ``context`` (its ``SparkContext``), one per core,
+    with ``protocol``'s decoder built (the daemon they fork from has imported the rest, ``runtime.python_daemon``).
 
-    Why: the decode's first tasks each started a worker and imported pyarrow, the decoders and their libraries
-    (its first two tasks took 1.7-1.9 s, later ones 0.8-1.1 s, in a 275k-event run). Run while the driver is still
-    busy with the session's catalog and the landing check, the decode finds them ready (Spark reuses a Python
-    worker for the next task). A warm-up: its caller (``SparkStart``'s ``then``) only logs what it raises, and the
-    decode meets and reports any real failure itself."""
-    def warm(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    Why: a fresh driver's first Python tasks wait for pyspark's daemon to start and import pyarrow, pandas, the
+    decode stage and the decoders (0.7-0.9 s of the decode's first tasks, in every run). The context exists about
+    a second and a half before the session (the session extensions, Scala's reflection, the catalog), and a job of
+    the RDD API needs no session: run then, the workers start beside the session's creation and the decode finds
+    them ready (Spark reuses an idle worker for the next task). Measured, interleaved: 0.5-0.6 s a run.
+
+    SQL's Python tasks (``mapInArrow``) take workers of the same daemon only when their environment is the same:
+    Spark keys its worker daemons by the tasks' environment variables, and adds ``SPARK_SIMPLIFIED_TRACEBACK=1``
+    to those of SQL's tasks; our sessions give it to every Python task (``spark.executorEnv.``, see
+    ``spark_session.spark_plan``). A warm-up: its caller (``SparkStart``'s ``on_context``) only logs what it
+    raises, and the decode meets and reports any real failure itself."""
+    def warm(numbers: Iterator[int]) -> Iterator[int]:
         make_decoder(protocol)
-        for batch in batches:
-            yield batch
+        return iter(())
 
-    cores = max(1, spark.sparkContext.defaultParallelism)
-    spark.range(0, cores, numPartitions=cores).mapInArrow(warm, row_schema("id bigint")).collect()
+    cores = max(1, context.defaultParallelism)
+    context.parallelize(range(cores), cores).mapPartitions(warm).collect()
 
 
 def stats_accumulator(spark) -> Accumulator:

@@ -34,6 +34,7 @@ from ticdc_lakehouse.runtime.permissions import HADOOP_UMASK_KEY, apply_umask, e
 from ticdc_lakehouse.core.redaction import is_secret_key, mask_uri_password
 
 if TYPE_CHECKING:  # pragma: no cover
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
 ICEBERG_VERSION = "1.11.0"
@@ -207,6 +208,10 @@ def spark_plan(settings: Settings, app_name: Optional[str] = None) -> SparkPlan:
         "spark.sql.icu.caseMappings.enabled": "false",
         # pyspark's worker daemon on a search path a task does not re-read (about 0.13 s a Python task saved)
         "spark.python.daemon.module": PYTHON_DAEMON_MODULE,
+        # what Spark adds to the environment of SQL's Python tasks, given to every Python task: Spark keys its
+        # worker daemons by that environment, so the workers a job of the RDD API starts before the session exists
+        # serve the decode's tasks (``decode_stage.warm_decode_workers``) instead of a second daemon's
+        "spark.executorEnv.SPARK_SIMPLIFIED_TRACEBACK": "1",
         # pyspark 4 records the Python call site of every Column and DataFrame call in the JVM (for the "query
         # context" of an error): 8-20 gateway calls and a walk of the Python stack for each, where the call
         # itself is one or two. The merge builds its change sets from thousands of such calls; its errors name
@@ -290,8 +295,12 @@ def jar_settings(plan: SparkPlan) -> dict[str, str]:
     return {"spark.driver.extraClassPath": os.pathsep.join([*plan.jars, *([own] if own else [])])}
 
 
-def get_spark(settings: Settings, app_name: Optional[str] = None) -> "SparkSession":
-    """Build (or reuse) the session: paid once per run, shared by every table the run touches."""
+def get_spark(settings: Settings, app_name: Optional[str] = None,
+              on_context: Optional[Callable[["SparkContext"], None]] = None) -> "SparkSession":
+    """Build (or reuse) the session: paid once per run, shared by every table the run touches.
+
+    ``on_context``: called with a new session's ``SparkContext`` as soon as it exists, before the session is
+    created on it (a second or so: jobs of the RDD API can run meanwhile); not called for a session that exists."""
     check_pyspark_version()
     plan = session_plan(settings, app_name)
     prepare_local_state(settings)
@@ -312,6 +321,10 @@ def get_spark(settings: Settings, app_name: Optional[str] = None) -> "SparkSessi
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)
+    if on_context is not None:  # the builder's own first step, taken here to hand the context over
+        from pyspark import SparkConf, SparkContext
+
+        on_context(SparkContext.getOrCreate(SparkConf().setAll([(key, str(value)) for key, value in conf.items()])))
     spark = builder.getOrCreate()
     remember_jvm_names(spark.sparkContext)
     apply_secrets(spark, plan)
@@ -372,9 +385,12 @@ class SparkStart:
     thread's active session, which only the thread that built it had."""
 
     def __init__(self, settings: Settings, app_name: Optional[str] = None,
-                 then: Optional[Callable[["SparkSession"], None]] = None) -> None:
+                 then: Optional[Callable[["SparkSession"], None]] = None,
+                 on_context: Optional[Callable[["SparkContext"], None]] = None) -> None:
         """``then``: work for the new session on the same thread once it is handed over (``session()`` does not
-        wait for it), e.g. starting the Python workers; best effort: what it raises is logged, not raised."""
+        wait for it), e.g. warming Spark's parser. ``on_context``: work for a new session's ``SparkContext``, on a
+        thread of its own ("spark-start-context") while the session is created on it (``get_spark``), e.g. starting
+        the Python workers. Both best effort: what they raise is logged, not raised."""
         import importlib
         import threading
 
@@ -382,13 +398,23 @@ class SparkStart:
         self._done = threading.Event()
         self._launching = threading.Event()
 
+        def beside(context) -> None:
+            def run() -> None:
+                try:
+                    on_context(context)
+                except Exception as exc:  # noqa: BLE001 - a warm-up, as ``then``
+                    logging.getLogger(__name__).debug("beside the session's creation: %s", exc)
+
+            threading.Thread(target=run, name="spark-start-context", daemon=True).start()
+
         def start() -> None:
             try:
                 try:
                     importlib.import_module("pyspark.sql")  # what the caller waits for: see the end of __init__
                 finally:
                     self._launching.set()
-                self._outcome.append((get_spark(settings, app_name), None))
+                self._outcome.append((get_spark(settings, app_name, on_context=beside if on_context else None),
+                                      None))
             except BaseException as exc:  # noqa: BLE001 - raised again by session(), in the caller's thread
                 self._outcome.append((None, exc))
             finally:
