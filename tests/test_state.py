@@ -17,6 +17,7 @@ def test_a_first_run_reads_nothing_it_did_not_write_and_everything_it_did(spark,
 
     store = StateStore(spark, settings.catalog_name)
     assert store.latest_checkpoint("shop") == Checkpoint("shop")
+    store.ensure()  # the first read does not wait for the tables' creation (see the next test)
     # created with the columns Spark's own CREATE TABLE of their DDL would give (timestamps as the session's)
     for name, ddl in (("checkpoints", CHECKPOINTS_DDL), ("halted", HALTED_DDL)):
         assert spark.table(store.table(name)).schema == _parse_datatype_string(ddl)
@@ -33,6 +34,40 @@ def test_a_first_run_reads_nothing_it_did_not_write_and_everything_it_did(spark,
     assert later.latest_checkpoint("shop").resolved_ts == 200
     assert [h.table for h in later.halted("shop")] == ["orders"] and later.holds("shop") == []
     assert later.halted() and later.latest_checkpoint("other") == Checkpoint("other")
+
+
+def test_a_first_run_reads_its_empty_checkpoint_while_the_control_tables_are_created(spark, settings,
+                                                                                    monkeypatch):
+    """A deployment's first run knows its checkpoint is empty without waiting for the control tables' creation
+    (on a thread of its own, beside the decode); whatever reads or writes them waits for it, and a failed creation
+    is raised there, in the run's thread."""
+    import threading
+
+    from ticdc_lakehouse.iceberg.java_api import JavaIceberg
+
+    release = threading.Event()
+    creating = JavaIceberg.create_plain_table
+
+    def slow_create(self, *args, **kwargs):
+        assert release.wait(30)
+        return creating(self, *args, **kwargs)
+
+    monkeypatch.setattr(JavaIceberg, "create_plain_table", slow_create)
+    store = StateStore(spark, settings.catalog_name)
+    assert store.latest_checkpoint("shop") == Checkpoint("shop") and store.halted("shop") == []
+    assert any(t.name == "lakehouse-control-tables" and t.is_alive() for t in threading.enumerate())
+    release.set()
+    store.write_checkpoint(Checkpoint("shop", resolved_ts=200, run_id="r1"))  # waits for the tables
+    assert StateStore(spark, settings.catalog_name).latest_checkpoint("shop").resolved_ts == 200
+
+    def failing_create(self, namespace, name, *args, **kwargs):
+        raise RuntimeError(f"cannot create {namespace}.{name}: the catalog is read-only")
+
+    monkeypatch.setattr(JavaIceberg, "create_plain_table", failing_create)
+    spark.sql(f"DROP TABLE {store.table('held')}")
+    broken = StateStore(spark, settings.catalog_name)
+    with pytest.raises(RuntimeError, match="cannot create _lakehouse.held"):
+        broken.latest_checkpoint("shop")  # read from an existing table, after the missing one's creation
 
 
 def test_reads_see_updates_and_deletes_as_spark_does(spark, settings):

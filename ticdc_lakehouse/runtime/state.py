@@ -15,6 +15,8 @@
 from __future__ import annotations
 
 import json
+import threading
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterable, Optional
@@ -95,18 +97,30 @@ class StateStore:
         #: the control tables this store created (a deployment's first run): they hold no row of the changefeed
         #: it reads, so reading them is skipped (see ``_new``)
         self._created: set[str] = set()
+        #: their creation, under way on a thread of its own (see ``_start_ensure``)
+        self._creating: Optional[Future] = None
 
     def table(self, name: str) -> str:
         return f"{quote(self.catalog)}.{quote(NAMESPACE)}.{quote(name)}"
 
     def ensure(self) -> None:
-        """Create the control tables a deployment lacks (its first run), through Iceberg's catalog API: as
-        ``CREATE TABLE`` statements, Spark parsed, analysed and planned each (a second of a first run's critical
-        path for the five). Another process creating one at the same time is no error.
+        """Make sure the control tables exist: create those a deployment lacks (its first run), or wait for their
+        creation when ``_new`` started it. Raises what a creation raised."""
+        self._start_ensure()
+        if self._creating is not None:
+            self._creating.result()
+
+    def _start_ensure(self) -> None:
+        """Start creating the control tables a deployment lacks, through Iceberg's catalog API (as ``CREATE
+        TABLE`` statements, Spark parsed, analysed and planned each: a second of a first run's critical path for
+        the five), and return: ``ensure`` waits for them. Another process creating one at the same time is no
+        error.
 
         Which exist is one listing of the namespace (``tableExists`` loads each table's metadata: five loads at
-        the start of every run), and the missing ones are created at once: each create is a catalog commit that
-        waits on its files more than on a core, on the path to a first run's first job."""
+        the start of every run). The missing ones are created at once, on a thread of its own: each create is a
+        catalog commit that waits on its files more than on a core, and a first run needs none of them before its
+        decode (its checkpoint is known empty, ``_new``): 0.3 s of its path to the first job. The thread is not a
+        daemon: a command that ends first still completes them (``cli.run`` waits for such threads)."""
         if self._ensured:
             return
         ji = self._java()
@@ -117,13 +131,26 @@ class StateStore:
                   ("held", HELD_DDL), ("below_cut", BELOW_CUT_DDL))
         present = set(ji.list_tables(NAMESPACE))
         missing = [(name, ddl) for name, ddl in wanted if name not in present]
-        if missing:
-            ji.create_namespace(NAMESPACE)  # unless it exists
-        properties = {"format-version": str(iceberg_tables.FORMAT_VERSION)}
-        map_at_most(lambda item: ji.create_plain_table(NAMESPACE, item[0], session_row_schema(self.spark, item[1]),
-                                                       properties), missing, len(wanted), "control")
         self._created = {name for name, _ in missing}
         self._ensured = True
+        if not missing:
+            return
+        ji.create_namespace(NAMESPACE)  # unless it exists
+        properties = {"format-version": str(iceberg_tables.FORMAT_VERSION)}
+        creating: Future = Future()
+
+        def create() -> None:
+            try:
+                map_at_most(lambda item: ji.create_plain_table(NAMESPACE, item[0],
+                                                               session_row_schema(self.spark, item[1]), properties),
+                            missing, len(wanted), "control")
+            except BaseException as exc:  # noqa: BLE001 - raised again by ensure(), in the caller's thread
+                creating.set_exception(exc)
+            else:
+                creating.set_result(None)
+
+        self._creating = creating
+        threading.Thread(target=create, name="lakehouse-control-tables").start()
 
     def _java(self):
         """The catalog's Java API (one per store)."""
@@ -144,9 +171,13 @@ class StateStore:
     def _new(self, name: str, changefeed: Optional[str]) -> bool:
         """Whether control table ``name`` holds no row of ``changefeed`` because this store just created it: a
         changefeed's rows are written only by the holder of its lock (this run), so a deployment's first run
-        reads nothing back (a Spark query each). False without a changefeed (other changefeeds' rows)."""
+        reads nothing back (a Spark query each), and need not wait for the tables' creation. False without a
+        changefeed (other changefeeds' rows)."""
+        self._start_ensure()
+        if changefeed is not None and name in self._created:
+            return True
         self.ensure()
-        return changefeed is not None and name in self._created
+        return False
 
     # -- checkpoints -------------------------------------------------------------------------------------
     def checkpoints(self, changefeed: str) -> list[Checkpoint]:
