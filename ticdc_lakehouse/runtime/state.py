@@ -15,8 +15,7 @@
 from __future__ import annotations
 
 import json
-import threading
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterable, Optional
@@ -137,20 +136,12 @@ class StateStore:
             return
         ji.create_namespace(NAMESPACE)  # unless it exists
         properties = {"format-version": str(iceberg_tables.FORMAT_VERSION)}
-        creating: Future = Future()
-
-        def create() -> None:
-            try:
-                map_at_most(lambda item: ji.create_plain_table(NAMESPACE, item[0],
-                                                               session_row_schema(self.spark, item[1]), properties),
-                            missing, len(wanted), "control")
-            except BaseException as exc:  # noqa: BLE001 - raised again by ensure(), in the caller's thread
-                creating.set_exception(exc)
-            else:
-                creating.set_result(None)
-
-        self._creating = creating
-        threading.Thread(target=create, name="lakehouse-control-tables").start()
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lakehouse-control-tables")
+        self._creating = pool.submit(
+            map_at_most,
+            lambda item: ji.create_plain_table(NAMESPACE, item[0], session_row_schema(self.spark, item[1]), properties),
+            missing, len(wanted), "control")
+        pool.shutdown(wait=False)  # its thread ends with the creation
 
     def _java(self):
         """The catalog's Java API (one per store)."""
