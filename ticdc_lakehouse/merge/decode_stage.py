@@ -177,8 +177,13 @@ def decode_landed(spark, paths: list[Location], start_offsets: Mapping[tuple[str
     def run(numbers: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         yield from decode(read_pieces(pieces, numbers))
 
-    tasks = max(1, min(len(pieces), spark.sparkContext.defaultParallelism * DECODE_TASKS_PER_CORE))
-    return spark.range(0, len(pieces), numPartitions=tasks).mapInArrow(run, row_schema(EVENT_SPARK_SCHEMA))
+    return spark.range(0, len(pieces), numPartitions=decode_tasks(spark, len(pieces))).mapInArrow(
+        run, row_schema(EVENT_SPARK_SCHEMA))
+
+
+def decode_tasks(spark, pieces: int) -> int:
+    """The decode job's task count for ``pieces`` pieces (``DECODE_TASKS_PER_CORE``)."""
+    return max(1, min(pieces, spark.sparkContext.defaultParallelism * DECODE_TASKS_PER_CORE))
 
 
 def warm_decode_workers(context, protocol: str) -> None:

@@ -2,12 +2,13 @@
 
 The driver only plans: it reads small aggregates (per-partition resolved ts, the DDL list, per-table row counts,
 folded by the decode tasks themselves, see ``staged_stats``) and issues one MERGE per table and DDL barrier.
-Decoding, collapsing and writing run in executors over the decoded events, cached there; no change set is ever
-collected.
+Decoding, collapsing and writing run in executors over the decoded events, kept as files the decode tasks write or
+in the executors' cache; no change set is ever collected.
 
 Order of work, following TiCDC's consumer (each step a function over the run's typed values, ``run_state``):
-1. decode the landed records after each partition's restart offset, once, into the executors' cache
-   (``decode_stage``; the decode tasks fold the planner's aggregates, ``staged_stats``);
+1. decode the landed records after each partition's restart offset, once, into Parquet files beside the landed
+   segments (``decoded_files``) or the executors' cache (``decode_stage``; the decode tasks fold the planner's
+   aggregates, ``staged_stats``);
 2. plan the run: cut = min over all partitions of their resolved ts (capped by ``stop_ts``), its DDLs, holds
    and dead letters (``planning``, over the pure rules of ``plan``);
 3. for each DDL <= cut in commit-ts order: merge the rows of the tables it touches below its ts, then apply it
@@ -46,6 +47,9 @@ from ticdc_lakehouse.merge.batch_flush import flush_in_write_jobs
 from ticdc_lakehouse.merge.below_cut import find_and_record
 from ticdc_lakehouse.merge.checkpointing import write_checkpoint
 from ticdc_lakehouse.merge.decode_stage import decode_landed, source_unavailable_in, stats_accumulator
+from ticdc_lakehouse.merge.decoded_files import (
+    decode_to_files, remove_decoded, run_directory, unwritable_in, uses_files,
+)
 from ticdc_lakehouse.merge.change_range import FlushResult
 from ticdc_lakehouse.merge.made_up_ts import fill_made_up_ts
 from ticdc_lakehouse.merge.plan import RunPlan, table_key
@@ -121,31 +125,33 @@ def run_merge(
         )
         resolved_mode = uses_resolved_ts(protocol, cf.resolved_ts)
         say(f"{cf.name}: decoding {len(paths)} landed segment(s) with protocol {protocol}")
-        # Decoded once in the executors and kept there (spilling to disk) for every later pass: the stats, the
-        # DDL list, one MERGE per table and barrier. Nothing of it goes through the driver.
+        # Decoded once, in the executors, and kept for every later pass (the stats, the DDL list, each table's change
+        # set): as Parquet files the decode tasks write (``decoded_files``), or in Spark's cache. Nothing of it goes
+        # through the driver.
         collected = stats_accumulator(spark)
-        events = decode_landed(spark, paths, start, protocol, options, collected, landed.row_groups)
-        if protocol in PROTOCOLS_WITH_MISSING_TS:
-            # with resolved events, a ts at or below the cut would read as applied: the first ts above it
-            events = fill_made_up_ts(events, checkpoint.resolved_ts + 1 if resolved_mode else 0)
-            events = clustered_by_table(events)  # the fill's window reorders the events by partition
-        else:
-            events = with_table_key(events)  # grouped by table by the decode tasks
-        # Kept as Spark's column batches, not serialized: pyspark's MEMORY_AND_DISK is its serialized level, which
-        # Java-serialized and LZ4-compressed every batch into the cache and undid both in every pass over it (a
-        # tenth of the executors' time in a 275k-event run). Batches that do not fit in memory still go to disk.
-        events = events.persist(StorageLevel.MEMORY_AND_DISK_DESER)
+        fills_ts = protocol in PROTOCOLS_WITH_MISSING_TS
+        in_files = uses_files(settings.merge.decoded_events, settings.landing_path, fills_ts)
+        remove_decoded(settings.landing_path, cf.name)  # what a killed run left (this run holds the lock)
+        directory = run_directory(settings.landing_path, cf.name, run_id) if in_files else None
+        events = None
         try:
             try:
                 phase = time.monotonic()
-                # one job: adaptive execution would fill the cache in a job of its own, then scan it again to count
-                with spark_tasks(spark, progress, "decoding"), session_conf(spark, {ADAPTIVE: "false"}):
-                    events.count()  # decodes into the cache; the tasks' aggregates arrive in ``collected``
+                with spark_tasks(spark, progress, "decoding"):
+                    if directory is not None:
+                        events = decode_to_files(spark, paths, start, protocol, options, collected,
+                                                 landed.row_groups, directory)
+                    else:
+                        events = _decode_into_cache(spark, paths, start, protocol, options, collected, landed,
+                                                    fills_ts, resolved_mode, checkpoint.resolved_ts)
                 report.phases["decode"] = round(time.monotonic() - phase, 3)
             except Exception as exc:
                 unavailable = source_unavailable_in(exc)  # e.g. the schema registry is down: nothing committed
                 if unavailable is not None:
                     raise unavailable from None
+                unwritable = unwritable_in(exc)
+                if unwritable is not None:
+                    raise unwritable from None
                 damaged = unreadable_segment_in(str(exc), (s for segs in segments.values() for s in segs))
                 if damaged is not None:  # a page the footer check cannot see: moved aside, nothing committed
                     raise SegmentQuarantined(quarantine(settings.landing_path, cf.name, *damaged)) from None
@@ -157,15 +163,43 @@ def run_merge(
                              stop_ts)
             _merge_decoded(spark, settings, state, run, resolved_mode, report, say)
         finally:
-            events.unpersist()
+            if directory is not None:
+                remove_decoded(settings.landing_path, cf.name)  # the run's files (no other run's are left: above)
+            elif events is not None:
+                events.unpersist()
     report.seconds = time.monotonic() - started
     return report
 
 
+def _decode_into_cache(spark, paths, start, protocol: str, options: DecoderOptions, collected, landed,
+                       fills_ts: bool, resolved_mode: bool, resolved_ts: int):
+    """Decode the landed ``paths`` into Spark's cache in the executors (spilling to disk), in one job, and return
+    the cached events, where they are not kept as files (``decoded_files.uses_files``)."""
+    events = decode_landed(spark, paths, start, protocol, options, collected, landed.row_groups)
+    if fills_ts:
+        # with resolved events, a ts at or below the cut would read as applied: the first ts above it
+        events = fill_made_up_ts(events, resolved_ts + 1 if resolved_mode else 0)
+        events = clustered_by_table(events)  # the fill's window reorders the events by partition
+    else:
+        events = with_table_key(events)  # grouped by table by the decode tasks
+    # Kept as Spark's column batches, not serialized: pyspark's MEMORY_AND_DISK is its serialized level, which
+    # Java-serialized and LZ4-compressed every batch into the cache and undid both in every pass over it (a
+    # tenth of the executors' time in a 275k-event run). Batches that do not fit in memory still go to disk.
+    events = events.persist(StorageLevel.MEMORY_AND_DISK_DESER)
+    try:
+        # one job: adaptive execution would fill the cache in a job of its own, then scan it again to count
+        with session_conf(spark, {ADAPTIVE: "false"}):
+            events.count()  # decodes into the cache; the tasks' aggregates arrive in ``collected``
+    except BaseException:
+        events.unpersist()
+        raise
+    return events
+
+
 def scanned(spark, events):
-    """The cached events as every later pass reads them: in one task per core of the session, not one per decode
-    task (the decode splits the landed segments finer, ``DECODE_TASKS_PER_CORE`` tasks a core, to even out their
-    work).
+    """The decoded events (files or cache) as every later pass reads them: in one task per core of the session, not
+    one per decode task (the decode splits the landed segments finer, ``DECODE_TASKS_PER_CORE`` tasks a core, to
+    even out their work).
 
     Why: every task of a pass builds its operators' generated code again (the typing projection of a change set
     is large: about 35 ms a task, a quarter of the executors' time in the write jobs of a 275k-event run) and

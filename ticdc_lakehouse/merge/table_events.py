@@ -19,8 +19,13 @@ from ticdc_lakehouse.runtime.local_frame import local_frame
 TABLE_INDEX = "_lakehouse_table"
 #: the column of the run's cached events naming an event's table, lower-cased (see ``clustered_by_table``)
 TABLE_KEY = "_lakehouse_table_key"
-#: between the schema and table names in ``TABLE_KEY`` (no MySQL identifier holds it)
-_KEY_SEPARATOR = "\u0000"
+#: the column of the run's decoded events kept as files naming an event's table (``decoded_files``): ``schema``,
+#: ``KEY_SEPARATOR``, ``table`` with ASCII letters lower-cased when both names are ASCII; NULL for a table named
+#: otherwise (Spark's lower-casing may make such a name equal to another spelling, so every pass reads them);
+#: empty for an event of no table (resolved ts, a schema's DDL)
+STAGED_KEY = "_lakehouse_staged_key"
+#: between the schema and table names in ``TABLE_KEY`` and ``STAGED_KEY`` (no MySQL identifier holds it)
+KEY_SEPARATOR = "\u0000"
 
 
 def clustered_by_table(events: DataFrame) -> DataFrame:
@@ -41,13 +46,13 @@ def with_table_key(events: DataFrame) -> DataFrame:
     """The decoded events with ``TABLE_KEY``, in the order they come: the decode tasks hand their events over
     grouped by table already (``decode_stage.grouped_by_table``), so the run caches them so, without Spark's
     sort (``clustered_by_table`` sorts: for events in any order)."""
-    return events.withColumn(TABLE_KEY, F.concat_ws(_KEY_SEPARATOR, F.lower(F.col("schema_name")),
+    return events.withColumn(TABLE_KEY, F.concat_ws(KEY_SEPARATOR, F.lower(F.col("schema_name")),
                                                     F.lower(F.col("table_name"))))
 
 
 def _table_key(schema: str, table: str) -> Column:
     """``TABLE_KEY`` of a table: lower-cased by Spark as the cached events' is, a literal once planned."""
-    return F.concat_ws(_KEY_SEPARATOR, F.lower(F.lit(schema)), F.lower(F.lit(table)))
+    return F.concat_ws(KEY_SEPARATOR, F.lower(F.lit(schema)), F.lower(F.lit(table)))
 
 
 def _table_key_text(schema: str, table: str) -> Optional[str]:
@@ -55,7 +60,7 @@ def _table_key_text(schema: str, table: str) -> Optional[str]:
     for other names (``_table_key``: Spark's own lower-casing, whose rules for other letters may differ)."""
     if not (schema.isascii() and table.isascii()):
         return None
-    return f"{schema.lower()}{_KEY_SEPARATOR}{table.lower()}"
+    return f"{schema.lower()}{KEY_SEPARATOR}{table.lower()}"
 
 
 #: the longest IN list Spark keeps as a list (``spark.sql.optimizer.inSetConversionThreshold``): above it a hash
@@ -64,22 +69,39 @@ PRUNING_IN_LIST = 10
 
 
 def _clustered_condition(events: DataFrame, tables: Sequence[tuple[str, str]]) -> Column:
-    """A condition on ``TABLE_KEY`` true for every event of ``tables`` (it may hold for others, which the caller's
-    own condition drops), so that Spark never reads the cached batches it rules out: a few tables by their keys, more
-    by the range of their keys (tables of one layout often share a name's stem: ``orders_1``...). Always true for
-    events without ``TABLE_KEY`` (not clustered: a test's frame)."""
-    if TABLE_KEY not in events.columns or not tables:
+    """A condition on ``TABLE_KEY`` (or ``STAGED_KEY``) true for every event of ``tables`` (it may hold for
+    others, which the caller's own condition drops), so that Spark never reads the cached batches (or the files'
+    row groups) it rules out: a few tables by their keys, more by the range of their keys (tables of one layout
+    often share a name's stem: ``orders_1``...). Always true for events without either column (not clustered: a
+    test's frame)."""
+    if not tables:
         return F.lit(True)
     # ASCII names, lower-cased here: a few gateway calls for any number of tables, where each table's key as a
     # Spark expression cost eleven (2,244 of a 204-table run's 26,700)
     texts = [_table_key_text(schema, table) for schema, table in tables]
     in_python = all(text is not None for text in texts)
-    keys = texts if in_python else [_table_key(schema, table) for schema, table in tables]
+    if STAGED_KEY in events.columns:
+        if not in_python:
+            return F.lit(True)  # a table named outside ASCII: its events' key is NULL, as others' may be
+        # every key, however many: Spark pushes a long list down to Parquet as a set, which rules out each row
+        # group holding none of them (a range would keep every group between the least and greatest)
+        return F.col(STAGED_KEY).isin(texts) | F.col(STAGED_KEY).isNull()
+    if TABLE_KEY not in events.columns:
+        return F.lit(True)
+    if in_python:
+        return _key_condition(F.col(TABLE_KEY), texts)
+    keys = [_table_key(schema, table) for schema, table in tables]
     if len(keys) <= PRUNING_IN_LIST:
         return F.col(TABLE_KEY).isin(keys)
-    if in_python:  # UTF-8 orders text as code points do: the least and greatest keys are Spark's too
-        return F.col(TABLE_KEY).between(min(texts), max(texts))
     return F.col(TABLE_KEY).between(F.least(*keys), F.greatest(*keys))
+
+
+def _key_condition(key: Column, texts: Sequence[str]) -> Column:
+    """``key`` is one of ``texts``: a list of a few, the range of more (UTF-8 orders text as code points do: the
+    least and greatest texts are Spark's and Parquet's too)."""
+    if len(texts) <= PRUNING_IN_LIST:
+        return key.isin(list(texts))
+    return key.between(min(texts), max(texts))
 
 
 @dataclass(frozen=True)

@@ -219,6 +219,9 @@ class MergeSection(Section):
     rewrite_max_rows: int = 10_000
     target_file_size_bytes: int = 134217728
     on_undecodable: str = "dead-letter"  # one of UNDECODABLE_MODES
+    #: where a run keeps its decoded events for its passes: "files" (Parquet files beside the landed segments,
+    #: removed when the run ends; see ``merge.decoded_files``) or "cache" (Spark's cache in the executors)
+    decoded_events: str = "files"
 
     @property
     def holding(self) -> bool:

@@ -46,14 +46,21 @@ def _identity(path: Path) -> str:
     return f"{path}:{stat.st_size}:{int(stat.st_mtime)}"
 
 
+#: what the trainer's run loads, as a version: raised when a run starts to load classes the archive would miss, so
+#: that setup trains a new one where an archive exists already (2: a run reads its decoded events back from Parquet
+#: files, ``merge.decoded_files``)
+TRAINING = 2
+
+
 def archive_key(jars: Iterable[str]) -> Optional[str]:
-    """A digest of what an archive is valid for: the JVM build (its libjvm), pyspark's jars and ours."""
+    """A digest of what an archive is valid for: the JVM build (its libjvm), pyspark's jars and ours, and what the
+    trainer exercised (``TRAINING``)."""
     home = _java_home()
     if home is None:
         return None
     # the jars are on the driver's class path (spark_session.jar_settings): archives trained with them in
     # spark.jars (before) are for another class path
-    parts = ["driver-class-path", _identity(home / "lib" / "server" / "libjvm.so")]
+    parts = ["driver-class-path", f"training {TRAINING}", _identity(home / "lib" / "server" / "libjvm.so")]
     spark_jars = spark_jars_dir()
     if spark_jars is None:
         return None
