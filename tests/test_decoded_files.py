@@ -170,3 +170,19 @@ def test_a_folder_the_decode_cannot_write_fails_the_run_in_one_line_and_commits_
     message = str(failure.value)
     assert "\n" not in message and str(blocked) in message and 'merge.decoded_events = "cache"' in message
     assert not spark.catalog.tableExists("shop.orders")
+
+
+def test_a_task_that_cannot_write_its_file_fails_with_the_line_the_run_reports(tmp_path):
+    """An executor that cannot write (a folder it may not make) fails its task naming the folder and the setting;
+    the run finds that line in Spark's error, which carries the task's whole traceback."""
+    from ticdc_lakehouse.merge.decoded_files import DecodedEventsUnwritable, _open, unwritable_in
+
+    (tmp_path / "taken").write_text("a file")
+    with pytest.raises(DecodedEventsUnwritable) as failure:
+        _open(str(tmp_path / "taken" / "run" / ".part-00000.parquet.tmp"))
+    line = str(failure.value)
+    assert line.startswith(f"cannot write the run's decoded events into {tmp_path / 'taken' / 'run'} (")
+    spark_error = Exception(f"Traceback (most recent call last):\n  File ...\n"
+                            f"ticdc_lakehouse.merge.decoded_files.DecodedEventsUnwritable: {line}\n\n\tat org...")
+    assert str(unwritable_in(spark_error)) == line
+    assert unwritable_in(Exception("another failure")) is None

@@ -167,9 +167,12 @@ def _open(path: str) -> pq.ParquetWriter:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         return pq.ParquetWriter(path, STAGED_ARROW_SCHEMA, compression="none")
     except OSError as exc:
-        raise DecodedEventsUnwritable(
-            f"{UNWRITABLE}{os.path.dirname(path)} ({type(exc).__name__}: {exc.strerror or exc}): let the executors "
-            f"write there, or set merge.decoded_events = \"cache\"") from None
+        raise _unwritable(os.path.dirname(path), exc) from None
+
+
+def _unwritable(directory: str, error: OSError) -> DecodedEventsUnwritable:
+    return DecodedEventsUnwritable(f"{UNWRITABLE}{directory} ({type(error).__name__}: {error.strerror or error}): let "
+                                   f"the executors write there, or set merge.decoded_events = \"cache\"")
 
 
 def unwritable_in(error: BaseException) -> Optional[DecodedEventsUnwritable]:
@@ -187,6 +190,10 @@ def decode_to_files(spark, paths: list[Location], start_offsets: Mapping[tuple[s
     """Decode the landed ``paths`` into Parquet files in ``directory`` (one Spark job: the decode), and return the
     events as a DataFrame of ``STAGED_SPARK_SCHEMA`` reading them. ``stats``, ``row_groups``: see
     ``decode_stage.decode_landed``; ``group``: see ``write_grouped``."""
+    try:  # by the driver first: a folder no one can make fails the run before any Spark job
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _unwritable(str(directory), exc) from None
     pieces: Sequence = segment_pieces(paths, row_groups or {})
     decode = decode_batches(protocol, options, stats, start_offsets)
     tasks = decode_tasks(spark, len(pieces))

@@ -51,9 +51,11 @@ def use_worker_search_path() -> None:
             del sys.path_importer_cache[cached]
 
 
-#: what our Python tasks import: the decode stage, the task-side writers, pyarrow, and pandas, which pyarrow imports
-#: at the first array it builds from Python values (``pa.array``); with them every protocol's decoder
-PRELOADED = ("pyarrow", "pandas", "ticdc_lakehouse.merge.decode_stage", "ticdc_lakehouse.merge.batch_write")
+#: what our Python tasks import: the decode stage and its file writer, the task-side writers, pyarrow, and pandas,
+#: which pyarrow imports at the first array it builds from Python values (``pa.array``); with them every protocol's
+#: decoder
+PRELOADED = ("pyarrow", "pandas", "ticdc_lakehouse.merge.decode_stage", "ticdc_lakehouse.merge.decoded_files",
+             "ticdc_lakehouse.merge.batch_write")
 
 
 def preload_worker_modules() -> list[str]:
