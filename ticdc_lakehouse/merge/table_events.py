@@ -71,9 +71,9 @@ PRUNING_IN_LIST = 10
 def _clustered_condition(events: DataFrame, tables: Sequence[tuple[str, str]]) -> Column:
     """A condition on ``TABLE_KEY`` (or ``STAGED_KEY``) true for every event of ``tables`` (it may hold for
     others, which the caller's own condition drops), so that Spark never reads the cached batches (or the files'
-    row groups) it rules out: a few tables by their keys, more by the range of their keys (tables of one layout
-    often share a name's stem: ``orders_1``...). Always true for events without either column (not clustered: a
-    test's frame)."""
+    row groups) it rules out: in the cache, a few tables by their keys, more by the range of their keys (tables of
+    one layout often share a name's stem: ``orders_1``...); in files, by the set of their keys. Always true for
+    events without either column (not clustered: a test's frame)."""
     if not tables:
         return F.lit(True)
     # ASCII names, lower-cased here: a few gateway calls for any number of tables, where each table's key as a
@@ -88,20 +88,12 @@ def _clustered_condition(events: DataFrame, tables: Sequence[tuple[str, str]]) -
         return F.col(STAGED_KEY).isin(texts) | F.col(STAGED_KEY).isNull()
     if TABLE_KEY not in events.columns:
         return F.lit(True)
-    if in_python:
-        return _key_condition(F.col(TABLE_KEY), texts)
-    keys = [_table_key(schema, table) for schema, table in tables]
+    keys = texts if in_python else [_table_key(schema, table) for schema, table in tables]
     if len(keys) <= PRUNING_IN_LIST:
         return F.col(TABLE_KEY).isin(keys)
+    if in_python:  # UTF-8 orders text as code points do: the least and greatest keys are Spark's too
+        return F.col(TABLE_KEY).between(min(texts), max(texts))
     return F.col(TABLE_KEY).between(F.least(*keys), F.greatest(*keys))
-
-
-def _key_condition(key: Column, texts: Sequence[str]) -> Column:
-    """``key`` is one of ``texts``: a list of a few, the range of more (UTF-8 orders text as code points do: the
-    least and greatest texts are Spark's and Parquet's too)."""
-    if len(texts) <= PRUNING_IN_LIST:
-        return key.isin(list(texts))
-    return key.between(min(texts), max(texts))
 
 
 @dataclass(frozen=True)
