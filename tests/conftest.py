@@ -70,5 +70,10 @@ def spark(spark_session, settings):
     """The shared session with this test's catalog current."""
     from ticdc_lakehouse.runtime.spark_session import use_catalog
 
+    # the session Spark's SQL settings resolve through on this thread (``SQLConf.get``: the thread's active session,
+    # else the default one): a test that started and stopped a driver of its own may have left neither set
+    sessions = spark_session._jvm.org.apache.spark.sql.SparkSession
+    sessions.setActiveSession(spark_session._jsparkSession)
+    sessions.setDefaultSession(spark_session._jsparkSession)
     use_catalog(spark_session, settings)
     return spark_session
