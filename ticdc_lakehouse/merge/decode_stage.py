@@ -62,23 +62,35 @@ def relaxed_gc() -> Iterator[None]:
 
 def decode_batches(protocol: str, options: DecoderOptions, stats: Optional[Accumulator] = None,
                    start_offsets: Optional[Mapping[tuple[str, int], int]] = None):
-    """A function decoding batches of landed records of ``protocol`` into batches of the event schema; with
-    ``stats`` (an accumulator of ``StatsPart``), each task also adds the aggregates of the events it decoded.
-    ``start_offsets``: per (topic, partition), the first offset to decode (the records before it are skipped)."""
-    starts = dict(start_offsets or {})
+    """A function decoding batches of landed records of ``protocol`` into batches of the event schema, each group
+    of them (``decode_groups``) grouped by table (``grouped_by_table``)."""
+    groups = decode_groups(protocol, options, stats, start_offsets)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        with relaxed_gc():
-            yield from decode_task(batches)
+        for held in groups(batches):
+            yield from grouped_by_table(held)
 
-    def decode_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        held: list[pa.RecordBatch] = []
-        for batch in decoded_batches(batches):
-            held.append(batch)
-            if sum(b.num_rows for b in held) >= GROUP_EVENTS:
-                yield from grouped_by_table(held)
-                held = []
-        yield from grouped_by_table(held)
+    return run
+
+
+def decode_groups(protocol: str, options: DecoderOptions, stats: Optional[Accumulator] = None,
+                  start_offsets: Optional[Mapping[tuple[str, int], int]] = None):
+    """A function decoding batches of landed records of ``protocol`` into groups of batches of the event schema,
+    ``GROUP_EVENTS`` events or a few more a group (the last may be empty), for the caller to order by table: a task
+    holds one group at a time. With ``stats`` (an accumulator of ``StatsPart``), each task also adds the aggregates
+    of the events it decoded. ``start_offsets``: per (topic, partition), the first offset to decode (the records
+    before it are skipped)."""
+    starts = dict(start_offsets or {})
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[list[pa.RecordBatch]]:
+        with relaxed_gc():
+            held: list[pa.RecordBatch] = []
+            for batch in decoded_batches(batches):
+                held.append(batch)
+                if sum(b.num_rows for b in held) >= GROUP_EVENTS:
+                    yield held
+                    held = []
+            yield held
 
     def decoded_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         decoder = make_decoder(protocol, options)
@@ -125,11 +137,17 @@ def grouped_by_table(batches: Sequence[pa.RecordBatch]) -> Iterator[pa.RecordBat
     if not batches:
         yield pa.RecordBatch.from_pylist([], schema=EVENT_ARROW_SCHEMA)
         return
+    yield from ordered_by_table(batches).to_batches(max_chunksize=OUTPUT_BATCH_EVENTS)
+
+
+def ordered_by_table(batches: Sequence[pa.RecordBatch]) -> pa.Table:
+    """``batches`` of decoded events as one table, ordered by lower-cased schema and table name, events of no table
+    last (see ``grouped_by_table``)."""
     events = pa.Table.from_batches(batches, schema=EVENT_ARROW_SCHEMA)
     names = pa.table({"schema": pc.utf8_lower(events.column("schema_name")),
                       "table": pc.utf8_lower(events.column("table_name"))})
     order = pc.sort_indices(names, sort_keys=[("schema", "ascending", "at_end"), ("table", "ascending", "at_end")])
-    yield from events.take(order).to_batches(max_chunksize=OUTPUT_BATCH_EVENTS)
+    return events.take(order)
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,9 @@ checks. Kept in Spark's cache, every event crossed from the decode task's Arrow 
 into the cache's column batches: half the decode stage's CPU (a 275k-event, four-table backfill on 2 cores: the
 decode job 3.5 s with the cache, 1.9 s with files), all of it in the JVM. Written by the task's own Python worker
 with pyarrow, the events never enter the JVM until a pass reads them, and each pass reads only its tables' row
-groups: every row group holds one table's events (the tasks hand them over grouped by table,
-``decode_stage.grouped_by_table``) and carries the least and greatest ``STAGED_KEY``, so Parquet's filter
-push-down skips the others'. That backfill took 10.2-10.5 s instead of 10.8-11.4 s end to end.
+groups: each task orders its events by table, a group at a time (``decode_stage.ordered_by_table``), every row
+group holds one table's events or a few small tables' (``write_grouped``) and carries the least and greatest
+``STAGED_KEY``, so Parquet's filter push-down skips the others'. That backfill took 10.2-10.5 s instead of 10.8-11.4 s end to end.
 
 Where: ``<landing root>/<changefeed>/_decoded/<run id>/`` (``run_directory``), beside the landed segments that
 every executor reads already (a shared file system on a cluster; the landing layout skips names starting with
@@ -40,7 +40,7 @@ from ticdc_lakehouse.decode import DecoderOptions
 from ticdc_lakehouse.landing.segments import changefeed_dir
 from ticdc_lakehouse.landing.storage import Location
 from ticdc_lakehouse.merge.decode_stage import (
-    GROUP_EVENTS, decode_batches, decode_tasks, read_pieces, segment_pieces,
+    decode_groups, decode_tasks, ordered_by_table, read_pieces, segment_pieces,
 )
 from ticdc_lakehouse.merge.table_events import KEY_SEPARATOR, STAGED_KEY
 from ticdc_lakehouse.runtime.local_frame import row_schema
@@ -85,9 +85,9 @@ def remove_decoded(landing_root: Location, changefeed: str) -> None:
         shutil.rmtree(decoded_root(landing_root, changefeed), ignore_errors=True)
 
 
-def staged_keys(batch: pa.RecordBatch) -> pa.Array:
-    """``table_events.STAGED_KEY`` of each event of a decoded batch."""
-    schema, table = batch.column("schema_name"), batch.column("table_name")
+def staged_keys(events: pa.Table | pa.RecordBatch) -> pa.Array | pa.ChunkedArray:
+    """``table_events.STAGED_KEY`` of each decoded event."""
+    schema, table = events.column("schema_name"), events.column("table_name")
     joined = pc.binary_join_element_wise(pc.ascii_lower(schema), pc.ascii_lower(table), KEY_SEPARATOR)
     ascii_names = pc.and_(pc.string_is_ascii(schema), pc.string_is_ascii(table))
     of_table = pc.and_(pc.is_valid(schema), pc.is_valid(table))
@@ -118,27 +118,22 @@ def write_grouped(writer: pq.ParquetWriter, events: pa.Table, group: int = ROW_G
 
 
 def file_writer(pieces, decode, directory: str, group: int = ROW_GROUP_EVENTS):
-    """The decode task: decodes its pieces (``decode``: ``decode_stage.decode_batches``) into one Parquet file of
-    ``directory`` named by its partition (row groups: ``write_grouped``), and returns its event count. Runs in the
-    executors."""
+    """The decode task: decodes its pieces (``decode``: ``decode_stage.decode_groups``) into one Parquet file of
+    ``directory`` named by its partition, each group ordered by table (row groups: ``write_grouped``), and returns
+    its event count. Runs in the executors."""
     from pyspark import TaskContext
 
     def run(numbers: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         name = f"part-{TaskContext.get().partitionId():05d}.parquet"
         temporary = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
         writer = _open(temporary)
-        total, held, held_events = 0, [], 0
+        total = 0
         try:
-            for batch in decode(read_pieces(pieces, numbers)):
-                held.append(pa.RecordBatch.from_arrays([*batch.columns, staged_keys(batch)],
-                                                       schema=STAGED_ARROW_SCHEMA))
-                held_events += batch.num_rows
-                total += batch.num_rows
-                if held_events >= GROUP_EVENTS:  # as the decode hands them over: each group ordered by table
-                    write_grouped(writer, pa.Table.from_batches(held), group)
-                    held, held_events = [], 0
-            if held:
-                write_grouped(writer, pa.Table.from_batches(held), group)
+            for held in decode(read_pieces(pieces, numbers)):
+                if held:
+                    events = ordered_by_table(held)
+                    write_grouped(writer, events.append_column(STAGED_KEY, staged_keys(events)), group)
+                    total += events.num_rows
             writer.close()
             os.replace(temporary, os.path.join(directory, name))
         finally:
@@ -195,7 +190,7 @@ def decode_to_files(spark, paths: list[Location], start_offsets: Mapping[tuple[s
     except OSError as exc:
         raise _unwritable(str(directory), exc) from None
     pieces: Sequence = segment_pieces(paths, row_groups or {})
-    decode = decode_batches(protocol, options, stats, start_offsets)
+    decode = decode_groups(protocol, options, stats, start_offsets)
     tasks = decode_tasks(spark, len(pieces))
     spark.range(0, len(pieces), numPartitions=tasks).mapInArrow(
         file_writer(pieces, decode, str(directory), group), row_schema("events bigint")).collect()
