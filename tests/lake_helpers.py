@@ -51,6 +51,26 @@ def assert_lake_equals_upstream(spark, workload: Workload, cut: int) -> None:
         assert got == rows, f"{name}: rows differ from upstream at {cut}"
 
 
+def rows_and_scanned(frame, scan: str) -> tuple[list, int]:
+    """The frame's rows, and the rows its scans (plan nodes whose name starts with ``scan``: ``InMemoryTableScan``
+    of the cache, ``Scan parquet`` of files; 0 without such a node) read, planned without adaptive execution (whose
+    stages hide the scans)."""
+    from ticdc_lakehouse.runtime.spark_session import ADAPTIVE, session_conf
+
+    with session_conf(frame.sparkSession, {ADAPTIVE: "false"}):
+        rows = frame.collect()
+        plan = frame._jdf.queryExecution().executedPlan()
+    scans = [node for node in _plan_nodes(plan) if node.nodeName().startswith(scan)]
+    return rows, sum(int(node.metrics().apply("numOutputRows").value()) for node in scans)
+
+
+def _plan_nodes(plan):
+    yield plan
+    children = plan.children()
+    for i in range(children.size()):
+        yield from _plan_nodes(children.apply(i))
+
+
 def snapshot_watermarks(spark, name: str) -> list[int]:
     rows = spark.sql(
         f"SELECT summary['tidb.resolved-ts'] AS ts FROM {name}.snapshots ORDER BY committed_at"

@@ -15,6 +15,7 @@ from ticdc_lakehouse.merge.decoded_files import (
     STAGED_ARROW_SCHEMA, decoded_root, staged_keys, uses_files, write_grouped,
 )
 from ticdc_lakehouse.merge.table_events import STAGED_KEY
+from tests.lake_helpers import rows_and_scanned
 
 
 def _row_groups(keys: list, group: int) -> list[tuple]:
@@ -56,21 +57,9 @@ def test_files_where_the_landing_is_a_file_system_and_spark_fills_no_timestamps(
 def _scan_rows(frame) -> tuple[set, int]:
     """The frame's rows (table, offset) and the rows its Parquet scans read (those of the row groups not ruled
     out)."""
-    from ticdc_lakehouse.runtime.spark_session import ADAPTIVE, session_conf
-
-    with session_conf(frame.sparkSession, {ADAPTIVE: "false"}):
-        rows = {(r["table_name"], r["offset"]) for r in frame.collect()}
-        plan = frame._jdf.queryExecution().executedPlan()
-    scans = [node for node in _nodes(plan) if node.nodeName().startswith("Scan parquet")]
-    assert scans, plan.toString()
-    return rows, sum(int(scan.metrics().apply("numOutputRows").value()) for scan in scans)
-
-
-def _nodes(plan):
-    yield plan
-    children = plan.children()
-    for i in range(children.size()):
-        yield from _nodes(children.apply(i))
+    rows, read = rows_and_scanned(frame, "Scan parquet")
+    assert read > 0  # the files were scanned: every frame here reads rows of them
+    return {(r["table_name"], r["offset"]) for r in rows}, read
 
 
 @pytest.mark.spark

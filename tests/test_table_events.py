@@ -7,6 +7,7 @@ import pytest
 from ticdc_lakehouse.core.events_arrow import EVENT_SPARK_SCHEMA, event_to_row
 from ticdc_lakehouse.core.model import INSERT, Position, RowChange
 from ticdc_lakehouse.merge.table_events import TABLE_INDEX, TableRange, clustered_by_table, table_rows, tables_rows
+from tests.lake_helpers import rows_and_scanned
 
 pytestmark = pytest.mark.spark
 
@@ -31,21 +32,9 @@ def _events(spark):
 
 def _read_from_cache(frame) -> tuple[set, int]:
     """The frame's rows (offsets, and table index when it has one) and the rows its scans of the cache read (the
-    batches they did not rule out), planned without adaptive execution (whose stages hide the scans)."""
-    from ticdc_lakehouse.runtime.spark_session import ADAPTIVE, session_conf
-
-    with session_conf(frame.sparkSession, {ADAPTIVE: "false"}):
-        rows = {(r["offset"], r[TABLE_INDEX] if TABLE_INDEX in frame.columns else None) for r in frame.collect()}
-        plan = frame._jdf.queryExecution().executedPlan()
-    scans = [node for node in _nodes(plan) if node.nodeName() == "InMemoryTableScan"]
-    return rows, sum(int(scan.metrics().apply("numOutputRows").value()) for scan in scans)
-
-
-def _nodes(plan):
-    yield plan
-    children = plan.children()
-    for i in range(children.size()):
-        yield from _nodes(children.apply(i))
+    batches they did not rule out)."""
+    rows, read = rows_and_scanned(frame, "InMemoryTableScan")
+    return {(r["offset"], r[TABLE_INDEX] if TABLE_INDEX in frame.columns else None) for r in rows}, read
 
 
 def test_a_table_s_events_are_found_by_reading_its_own_batches_of_the_clustered_cache(spark):
